@@ -1,0 +1,112 @@
+"""Basht's own engine as a system under test: the Tuner on the local process pool."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from sqlalchemy import select
+
+from basht.bench.lifecycle import BestTrial, RunContext
+from basht.engine import LocalExecutor, TrialTask, WorkloadRef
+from basht.errors import BashtError
+from basht.store import CheckpointRow, TrialRow
+from basht.tune import Tuner, trial_seed
+from basht.tune.factory import make_algorithm
+from basht.workloads import is_function_workload, resolve_workload
+
+log = logging.getLogger(__name__)
+
+
+class NativeSystem:
+    """deploy starts the workers, setup hands them the workload, run is the Tuner loop."""
+
+    name = "native"
+
+    def __init__(self, ctx: RunContext):
+        self.ctx = ctx
+        exp = ctx.experiment
+        self.workload = WorkloadRef(exp.workload.name, dict(exp.workload.params), exp.seed)
+        self.executor: LocalExecutor | None = None
+        self.tuner: Tuner | None = None
+
+    def deploy(self) -> None:
+        resources = self.ctx.experiment.resources
+        self.executor = LocalExecutor(resources.workers, resources.cpus_per_worker)
+        self.executor.start()
+
+    def setup(self) -> None:
+        assert self.executor is not None
+        self.can_checkpoint = not is_function_workload(resolve_workload(self.workload.name))
+        self.executor.setup(self.workload)
+        exp = self.ctx.experiment
+        self.algorithm = make_algorithm(exp, self.can_checkpoint)
+
+    def run(self) -> None:
+        assert self.executor is not None
+        exp = self.ctx.experiment
+        self.tuner = Tuner(
+            self.algorithm,
+            self.executor,
+            self.ctx.store,
+            self.ctx.run_id,
+            self.workload,
+            checkpoint_dir=self.ctx.results_dir / "checkpoints",
+            can_checkpoint=self.can_checkpoint,
+            target=exp.search.target,
+            time_budget_s=exp.search.time_budget_s,
+            on_update=self.ctx.on_update,
+        )
+        status = self.tuner.run()
+        self.ctx.notes["stop_reason"] = status.stop_reason
+
+    def collect_results(self) -> BestTrial:
+        return best_trial_from_store(self.ctx)
+
+    def test(self, best: BestTrial) -> dict[str, float]:
+        assert self.executor is not None
+        if best.trial_id is None or best.config is None:
+            raise BashtError("no trial produced a result, so there is nothing to test")
+        if not self.can_checkpoint:
+            return {}  # a plain-function workload has no test split of its own
+        task = TrialTask(
+            trial_id=best.trial_id,
+            config=best.config,
+            workload=self.workload,
+            seed=trial_seed(self.workload.experiment_seed, best.trial_id),
+            target_budget=best.budget,
+            resume_from=best.checkpoint,
+        )
+        event = self.executor.run_test(task, best.budget)
+        if event.kind == "failed":
+            raise BashtError(f"testing trial {best.trial_id} failed: {event.error}")
+        return event.metrics
+
+    def collect_metrics(self) -> dict[str, Any]:
+        return {}
+
+    def undeploy(self) -> None:
+        if self.executor is not None:
+            self.executor.shutdown()
+            self.executor = None
+
+
+def best_trial_from_store(ctx: RunContext) -> BestTrial:
+    """The best completed trial by its final value (any reported trial if none completed)."""
+    exp = ctx.experiment
+    order = TrialRow.value.desc() if exp.search.mode == "max" else TrialRow.value.asc()
+    with ctx.store.session() as s:
+        base = select(TrialRow).where(TrialRow.run_id == ctx.run_id, TrialRow.value.is_not(None))
+        row = s.scalars(
+            base.where(TrialRow.state == "completed").order_by(order, TrialRow.number)
+        ).first()
+        if row is None:
+            row = s.scalars(base.order_by(order, TrialRow.number)).first()
+        if row is None:
+            return BestTrial(None, None, None, 0)
+        checkpoint = s.scalars(
+            select(CheckpointRow.path)
+            .where(CheckpointRow.trial_id == row.id, CheckpointRow.deleted.is_(False))
+            .order_by(CheckpointRow.id.desc())
+        ).first()
+        return BestTrial(row.number, row.config, row.value, row.budget, checkpoint)

@@ -1,0 +1,144 @@
+"""The runner: the seven phases in order, each timed and stored; undeploy whatever happens."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from basht.bench.lifecycle import BestTrial, RunContext, SystemUnderTest
+from basht.bench.timing import Timing, timed
+from basht.errors import BashtError
+from basht.experiment import Experiment
+from basht.metrics import compute_metrics
+from basht.report.results import build_summary, write_results_json
+from basht.store import Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunResult:
+    """What `basht.run` returns; everything in it is also in the store and results.json."""
+
+    run_id: str
+    status: str
+    best_config: dict[str, Any] | None
+    best_value: float | None
+    test_metrics: dict[str, float]
+    metrics: dict[str, Any]
+    phases: dict[str, float]
+    trial_counts: dict[str, int]
+    results_dir: Path
+    summary: dict[str, Any] = field(repr=False, default_factory=dict)
+
+
+def make_system(ctx: RunContext) -> SystemUnderTest:
+    system = ctx.experiment.system
+    if system == "native":
+        if ctx.experiment.executor != "local":
+            raise BashtError(
+                f"executor: {ctx.experiment.executor!r} is not available in this version"
+            )
+        from basht.bench.native import NativeSystem
+
+        return NativeSystem(ctx)
+    raise BashtError(f"system: {system!r} is not available in this version")
+
+
+def run_benchmark(
+    experiment: Experiment,
+    *,
+    results_root: Path | str = "results",
+    on_update: Callable[[Any], None] | None = None,
+    on_phase: Callable[[Timing], None] | None = None,
+) -> RunResult:
+    """Run the whole Basht lifecycle for one experiment and return its result.
+
+    Phases run in order; the first failure skips the rest but undeploy, which always runs (also
+    on Ctrl-C). Every phase timing, trial and metric is written to the store as it happens.
+    """
+    store = Store(experiment.store)
+    spec = experiment.to_dict()
+    spec["space_size"] = (
+        experiment.space_size if math.isfinite(experiment.search_space.size) else "inf"
+    )
+    experiment_id = store.add_experiment(experiment.name, spec)
+    run = store.create_run(
+        experiment_id, experiment.name, experiment.system, experiment.executor, Path(results_root)
+    )
+    results_dir = Path(run.results_dir)
+    results_dir.mkdir(parents=True, exist_ok=True)
+    ctx = RunContext(experiment, store, run.id, results_dir, on_update)
+    log.info("run %s: results in %s", run.id, results_dir)
+
+    def record(timing: Timing) -> None:
+        store.add_phase(run.id, timing.name, timing.start, timing.end, timing.aborted, timing.error)
+        if on_phase is not None:
+            on_phase(timing)
+
+    status, error = "failed", None
+    sut: SystemUnderTest | None = None
+    try:
+        sut = make_system(ctx)
+        with timed("deploy", record):
+            sut.deploy()
+        with timed("setup", record):
+            sut.setup()
+        with timed("run", record):
+            sut.run()
+        with timed("collect_results", record):
+            best: BestTrial = sut.collect_results()
+            store.update_run(
+                run.id, best_trial=best.trial_id, best_value=best.value, best_config=best.config
+            )
+        with timed("test", record):
+            test_metrics = sut.test(best)
+            store.update_run(run.id, test_metrics=test_metrics)
+        with timed("collect_metrics", record):
+            extra = sut.collect_metrics()
+            metrics = compute_metrics(store, run.id)
+            store.add_metrics(run.id, [(m.name, m.value, m.unit, m.source) for m in metrics])
+            store.add_metrics(run.id, [(k, float(v), "", None) for k, v in extra.items()])
+        status = "completed"
+    except KeyboardInterrupt:
+        status, error = "interrupted", "interrupted by the user (SIGINT)"
+        raise
+    except BashtError as err:
+        error = str(err)
+        raise
+    except Exception as err:
+        error = f"{type(err).__name__}: {err}"
+        raise
+    finally:
+        try:
+            if sut is not None:
+                with timed("undeploy", record):
+                    sut.undeploy()
+        except Exception as err:  # never hide the first failure behind an undeploy failure
+            log.error("undeploy failed: %s", err)
+            error = error or f"undeploy failed: {err}"
+        finally:
+            store.finish_run(run.id, status, error)
+            summary = build_summary(store, run.id)
+            write_results_json(summary, results_dir)
+            store.close()
+    return _result(summary, results_dir)
+
+
+def _result(summary: dict[str, Any], results_dir: Path) -> RunResult:
+    return RunResult(
+        run_id=summary["run_id"],
+        status=summary["status"],
+        best_config=summary["best"]["config"],
+        best_value=summary["best"]["value"],
+        test_metrics=summary["test_metrics"],
+        metrics=summary["metrics"],
+        phases={p["name"]: p["duration_s"] for p in summary["phases"]},
+        trial_counts=summary["trial_counts"],
+        results_dir=results_dir,
+        summary=summary,
+    )

@@ -1,0 +1,130 @@
+"""The `basht` command line: parses arguments and prints; the work happens in the library."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from basht.errors import BashtError
+
+app = typer.Typer(
+    name="basht",
+    help="Sustainable, resource-aware hyperparameter tuning, and the benchmark that measures it.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+StoreOption = Annotated[
+    str, typer.Option("--store", help="SQLAlchemy URL of the store.", show_default=True)
+]
+
+
+@app.command()
+def run(
+    file: Annotated[Path, typer.Argument(help="Experiment file (YAML or JSON).")],
+    results: Annotated[Path, typer.Option(help="Folder for results/<run-id>/.")] = Path("results"),
+    store: Annotated[str | None, typer.Option(help="Override the file's `store` URL.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress.")] = False,
+) -> None:
+    """Run the whole benchmark lifecycle for FILE and print the results."""
+    from basht.bench import run_benchmark
+    from basht.experiment import load_experiment
+    from basht.report import print_result
+    from basht.report.progress import LiveProgress
+
+    experiment = load_experiment(file)
+    if store is not None:
+        experiment = experiment.model_copy(update={"store": store})
+    if quiet:
+        result = run_benchmark(experiment, results_root=results)
+    else:
+        with LiveProgress(console) as progress:
+            result = run_benchmark(
+                experiment,
+                results_root=results,
+                on_update=progress.on_update,
+                on_phase=progress.on_phase,
+            )
+    print_result(result.summary, console)
+    if result.status != "completed":
+        raise typer.Exit(1)
+
+
+@app.command()
+def validate(file: Annotated[Path, typer.Argument(help="Experiment file (YAML or JSON).")]) -> None:
+    """Check FILE against the schema; exit code 2 with one line on the first problem."""
+    from basht.experiment import load_experiment
+
+    experiment = load_experiment(file)
+    s = experiment.search
+    console.print(
+        f"{file}: ok — {experiment.name}: workload {experiment.workload.name}, "
+        f"{len(experiment.search_space)} parameters, pS = {experiment.space_size}, "
+        f"sampler {s.sampler}, pruner {s.pruner}, {experiment.resources.workers} workers"
+    )
+
+
+@app.command("runs")
+def list_runs(
+    store: StoreOption = "sqlite:///basht.db",
+    limit: Annotated[int, typer.Option(help="Show at most this many.")] = 50,
+) -> None:
+    """List the runs in the store, newest first."""
+    from basht.report import runs_table
+    from basht.store import Store
+
+    console.print(runs_table(Store(store).list_runs(limit)))
+
+
+@app.command()
+def report(
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id (or a unique prefix).")],
+    store: StoreOption = "sqlite:///basht.db",
+    as_json: Annotated[bool, typer.Option("--json", help="Print results.json instead.")] = False,
+) -> None:
+    """Print the stored results of RUN."""
+    from basht.report import build_summary, print_result
+    from basht.store import Store
+
+    summary = build_summary(Store(store), run_id)
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+    else:
+        print_result(summary, console)
+
+
+def main() -> None:
+    """Entry point: a BashtError is the user's to fix, so one line and exit code 2, no traceback."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        app(standalone_mode=False)
+    except BashtError as err:
+        err_console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err_console.print("interrupted: finished trials are kept in the store")
+        sys.exit(130)
+    except typer.Exit as exit_:
+        sys.exit(exit_.exit_code)
+    except Exception as err:
+        import click
+
+        if isinstance(err, click.exceptions.ClickException):
+            err.show()
+            sys.exit(2)
+        if isinstance(err, click.exceptions.Abort):
+            sys.exit(130)
+        raise
+
+
+if __name__ == "__main__":
+    main()

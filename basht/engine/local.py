@@ -1,0 +1,215 @@
+"""The local executor: a pool of persistent worker processes, one trial each, on this machine."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing as mp
+import os
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from basht.engine.messages import TrialEvent, TrialTask, WorkloadRef
+from basht.engine.threads import thread_env
+from basht.engine.worker import worker_main
+from basht.errors import BashtError
+
+log = logging.getLogger(__name__)
+
+_START_TIMEOUT_S = 120.0
+
+
+@dataclass
+class _Slot:
+    index: int
+    process: Any
+    conn: Connection
+    trial_id: int | None = None
+    task: TrialTask | None = None
+
+
+class LocalExecutor:
+    """Runs trials in `workers` processes, each held to `threads` threads.
+
+    Processes are started once (deploy) and reused for every trial, so a trial pays no interpreter
+    or import start-up. They are spawned, not forked, so no thread pool or lock of the driver leaks
+    into them. Every report waits for the driver's command (continue, stop, pause, complete), which
+    is how the tuning algorithm acts at epoch boundaries.
+    """
+
+    def __init__(self, workers: int, threads: int = 1):
+        self.workers, self.threads = workers, threads
+        self._ctx = mp.get_context("spawn")
+        self._slots: list[_Slot] = []
+        self._setup_ref: WorkloadRef | None = None
+        self._pending: list[TrialEvent] = []
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start every worker and wait until each has imported Basht and said it is ready."""
+        self._slots = [self._spawn(i) for i in range(self.workers)]
+        for slot in self._slots:
+            self._await_ready(slot)
+
+    def _spawn(self, index: int) -> _Slot:
+        parent, child = self._ctx.Pipe()
+        saved = {k: os.environ.get(k) for k in thread_env(self.threads)}
+        os.environ.update(
+            thread_env(self.threads)
+        )  # read by math libraries when the child loads them
+        try:
+            process = self._ctx.Process(
+                target=worker_main,
+                args=(index, child, self.threads),
+                daemon=True,
+                name=f"basht-worker-{index}",
+            )
+            process.start()
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+        child.close()
+        return _Slot(index, process, parent)
+
+    def _await_ready(self, slot: _Slot) -> None:
+        if not slot.conn.poll(_START_TIMEOUT_S):
+            raise BashtError(f"worker {slot.index} did not start within {_START_TIMEOUT_S:.0f} s")
+        message = slot.conn.recv()
+        if message[0] != "ready":
+            raise BashtError(f"worker {slot.index} sent {message!r} instead of ready")
+
+    def setup(self, ref: WorkloadRef) -> None:
+        """Hand the workload to every worker; each imports it and prepares its data once."""
+        self._setup_ref = ref
+        for slot in self._slots:
+            slot.conn.send(("setup", ref))
+        for slot in self._slots:
+            _, index, error = slot.conn.recv()
+            if error:
+                raise BashtError(
+                    f"workload {ref.name!r} failed to set up on worker {index}: {error}"
+                )
+
+    def shutdown(self, timeout_s: float = 5.0) -> None:
+        """Ask each worker to exit; kill what does not. Safe to call twice."""
+        for slot in self._slots:
+            with contextlib.suppress(OSError):
+                slot.conn.send(("exit",))
+        deadline = time.monotonic() + timeout_s
+        for slot in self._slots:
+            if slot.trial_id is not None:
+                slot.process.kill()  # mid-trial: its state is already recorded as aborted
+            slot.process.join(max(0.0, deadline - time.monotonic()))
+            if slot.process.is_alive():
+                slot.process.kill()
+                slot.process.join(1.0)
+            slot.conn.close()
+        self._slots = []
+
+    # -- trials -----------------------------------------------------------------------------
+
+    @property
+    def idle_workers(self) -> int:
+        return sum(slot.trial_id is None for slot in self._slots)
+
+    @property
+    def running(self) -> list[int]:
+        return [slot.trial_id for slot in self._slots if slot.trial_id is not None]
+
+    def worker_of(self, trial_id: int) -> int:
+        return self._slot_of(trial_id).index
+
+    def submit(self, task: TrialTask) -> int:
+        slot = next((s for s in self._slots if s.trial_id is None), None)
+        if slot is None:
+            raise BashtError("no idle worker")
+        slot.trial_id, slot.task = task.trial_id, task
+        slot.conn.send(("run", task))
+        return slot.index
+
+    def command(self, trial_id: int, command: str, path: str | None = None) -> None:
+        """Answer a trial's report: continue, stop, pause (checkpoint to `path`) or complete."""
+        self._slot_of(trial_id).conn.send((command, path))
+
+    def _slot_of(self, trial_id: int) -> _Slot:
+        for slot in self._slots:
+            if slot.trial_id == trial_id:
+                return slot
+        raise KeyError(trial_id)
+
+    def poll(self, timeout_s: float | None = None) -> list[TrialEvent]:
+        """Events from any worker; waits up to `timeout_s` for the first one."""
+        if self._pending:
+            events, self._pending = self._pending, []
+            return events
+        by_conn = {slot.conn: slot for slot in self._slots}
+        by_sentinel = {slot.process.sentinel: slot for slot in self._slots}
+        ready = wait([*by_conn, *by_sentinel], timeout_s)
+        events: list[TrialEvent] = []
+        for item in ready:
+            if item in by_conn:
+                events.extend(self._drain(by_conn[item]))
+        for item in ready:
+            if item in by_sentinel:
+                slot = by_sentinel[item]
+                events.extend(self._drain(slot))
+                events.extend(self._replace_dead(slot))
+        return events
+
+    def _drain(self, slot: _Slot) -> list[TrialEvent]:
+        events = []
+        try:
+            while slot.conn.poll():
+                event = slot.conn.recv()
+                if event.kind not in ("loaded", "report"):
+                    slot.trial_id, slot.task = None, None
+                events.append(event)
+        except (EOFError, OSError):
+            pass
+        return events
+
+    def _replace_dead(self, slot: _Slot) -> list[TrialEvent]:
+        """A worker died (killed, out of memory, a crash in native code): fail its trial, respawn."""
+        code = slot.process.exitcode
+        events = []
+        if slot.trial_id is not None:
+            events.append(
+                TrialEvent(
+                    "failed",
+                    slot.trial_id,
+                    slot.index,
+                    at=time.time(),
+                    error=f"worker process {slot.process.pid} died (exit code {code})",
+                )
+            )
+        log.warning("worker %d died with exit code %s; starting a new one", slot.index, code)
+        slot.conn.close()
+        fresh = self._spawn(slot.index)
+        self._await_ready(fresh)
+        if self._setup_ref is not None:
+            fresh.conn.send(("setup", self._setup_ref))
+            fresh.conn.recv()
+        self._slots[self._slots.index(slot)] = fresh
+        return events
+
+    def run_test(self, task: TrialTask, budget: int, timeout_s: float | None = None) -> TrialEvent:
+        """Run the test phase for one configuration on an idle worker and wait for its result."""
+        slot = next((s for s in self._slots if s.trial_id is None), None)
+        if slot is None:
+            raise BashtError("no idle worker for the test phase")
+        slot.trial_id = task.trial_id
+        slot.conn.send(("test", task, budget))
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            for event in self.poll(remaining):
+                if event.trial_id == task.trial_id and event.kind in ("tested", "failed"):
+                    return event
+            if deadline is not None and time.monotonic() >= deadline:
+                raise BashtError(f"the test phase did not finish within {timeout_s} s")

@@ -1,0 +1,53 @@
+"""Small typed messages between the driver and the processes that run trials."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class WorkloadRef:
+    """Which workload to build, and how: `name` is built in or `package.module:attr`."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+    experiment_seed: int = 0
+
+
+@dataclass(frozen=True)
+class TrialTask:
+    """Everything a worker needs to start (or resume) one trial."""
+
+    trial_id: int
+    config: dict[str, Any]
+    workload: WorkloadRef
+    seed: int
+    target_budget: int | None = None
+    start_epoch: int = 0
+    resume_from: str | None = None
+
+
+@dataclass(frozen=True)
+class TrialEvent:
+    """What a worker tells the driver. `kind` is one of the EVENT_KINDS."""
+
+    kind: str
+    trial_id: int
+    worker: int
+    epoch: int = 0
+    metrics: dict[str, float] = field(default_factory=dict)
+    load_s: float = 0.0
+    train_s: float = 0.0
+    validate_s: float = 0.0
+    path: str | None = None
+    error: str | None = None
+    at: float = 0.0
+
+
+#: loaded: model and data ready; report: one epoch done, the worker waits for a command;
+#: paused/stopped/completed/failed: the trial left the worker; tested: the test phase's result.
+EVENT_KINDS = ("loaded", "report", "paused", "stopped", "completed", "failed", "tested")
+
+# Commands the driver sends after a report.
+CONTINUE, STOP, PAUSE, COMPLETE = "continue", "stop", "pause", "complete"

@@ -1,0 +1,217 @@
+"""The body of a persistent worker process: runs one trial at a time, epoch by epoch, on command."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import pickle
+import signal
+import time
+import traceback
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from basht.engine.messages import (
+    COMPLETE,
+    CONTINUE,
+    PAUSE,
+    STOP,
+    TrialEvent,
+    TrialTask,
+    WorkloadRef,
+)
+from basht.engine.threads import limit_threads
+from basht.workloads import Resources, StopTrial, is_function_workload, resolve_workload
+
+
+def worker_main(index: int, conn: Connection, threads: int) -> None:
+    """Serve commands until told to exit. SIGINT is left to the driver, which shuts workers down."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    limit_threads(threads)
+    worker = _Worker(index, conn, threads)
+    conn.send(("ready", index, os.getpid()))
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return  # the driver is gone
+        command = message[0]
+        if command == "exit":
+            return
+        if command == "setup":
+            conn.send(("setup", index, worker.setup(message[1])))
+        elif command == "run":
+            worker.run(message[1])
+        elif command == "test":
+            worker.test(message[1], message[2])
+
+
+def save_state(state: Any, path: str) -> None:
+    """Write atomically, so a kill mid-write never leaves a half checkpoint under the real name."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(target.suffix + ".tmp")
+    with open(tmp, "wb") as f:
+        pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp, target)
+
+
+def load_state(path: str) -> Any:
+    with open(path, "rb") as f:
+        return pickle.load(f)
+
+
+def build_workload(ref: WorkloadRef) -> Any:
+    """Instantiate a workload class, passing the experiment seed when its constructor takes one."""
+    factory = resolve_workload(ref.name)
+    params = dict(ref.params)
+    try:
+        signature = inspect.signature(factory)
+        takes_seed = "seed" in signature.parameters or any(
+            p.kind is p.VAR_KEYWORD for p in signature.parameters.values()
+        )
+    except (TypeError, ValueError):
+        takes_seed = False
+    if takes_seed and "seed" not in params:
+        params["seed"] = ref.experiment_seed
+    return factory(**params)
+
+
+def _reason(err: BaseException) -> str:
+    where = traceback.extract_tb(err.__traceback__)[-1] if err.__traceback__ else None
+    place = f" ({Path(where.filename).name}:{where.lineno})" if where else ""
+    return f"{type(err).__name__}: {err}{place}"
+
+
+class _Worker:
+    def __init__(self, index: int, conn: Connection, threads: int):
+        self.index, self.conn, self.threads = index, conn, threads
+
+    def _send(self, kind: str, task: TrialTask, **fields: Any) -> None:
+        self.conn.send(TrialEvent(kind, task.trial_id, self.index, at=time.time(), **fields))
+
+    def _resources(self, task: TrialTask) -> Resources:
+        return Resources(cpus=self.threads, seed=task.seed)
+
+    def setup(self, ref: WorkloadRef) -> str | None:
+        """Import the workload and let it prepare shared data once per worker (the setup phase)."""
+        try:
+            factory = resolve_workload(ref.name)
+            prepare = getattr(factory, "prepare", None)
+            if callable(prepare):
+                prepare(**ref.params)
+        except Exception as err:  # reported to the driver, which fails the phase
+            return _reason(err)
+        return None
+
+    def run(self, task: TrialTask) -> None:
+        try:
+            factory = resolve_workload(task.workload.name)
+            if is_function_workload(factory):
+                self._run_function(factory, task)
+            else:
+                self._run_class(task)
+        except Exception as err:
+            self._send("failed", task, error=_reason(err))
+
+    def _run_class(self, task: TrialTask) -> None:
+        start = time.perf_counter()
+        workload = build_workload(task.workload)
+        workload.load(task.config, self._resources(task))
+        if task.resume_from:
+            workload.load_state_dict(load_state(task.resume_from))
+        self._send("loaded", task, load_s=time.perf_counter() - start, epoch=task.start_epoch)
+        epoch = task.start_epoch
+        while True:
+            start = time.perf_counter()
+            workload.train(1)
+            train_s = time.perf_counter() - start
+            metrics = workload.validate()
+            validate_s = time.perf_counter() - start - train_s
+            epoch += 1
+            self._send(
+                "report",
+                task,
+                epoch=epoch,
+                metrics=_floats(metrics),
+                train_s=train_s,
+                validate_s=validate_s,
+            )
+            command, path = self.conn.recv()
+            if command == CONTINUE:
+                continue
+            if command in (PAUSE, COMPLETE) and path:
+                save_state(workload.state_dict(), path)
+            kind = {STOP: "stopped", PAUSE: "paused", COMPLETE: "completed"}[command]
+            self._send(kind, task, epoch=epoch, path=path)
+            return
+
+    def _run_function(self, objective: Any, task: TrialTask) -> None:
+        reporter = _FunctionReporter(self, task)
+        with contextlib.suppress(StopTrial):
+            objective(dict(task.config), reporter)
+        self._send(reporter.outcome, task, epoch=reporter.epoch)
+
+    def test(self, task: TrialTask, budget: int) -> None:
+        """Test the best configuration: from its final checkpoint, or retrained to `budget`."""
+        try:
+            start = time.perf_counter()
+            workload = build_workload(task.workload)
+            workload.load(task.config, self._resources(task))
+            if task.resume_from:
+                workload.load_state_dict(load_state(task.resume_from))
+            load_s = time.perf_counter() - start
+            train_s = 0.0
+            if not task.resume_from and budget:
+                start = time.perf_counter()
+                workload.train(budget)
+                train_s = time.perf_counter() - start
+            metrics = workload.test()
+            self._send(
+                "tested",
+                task,
+                epoch=budget,
+                metrics=_floats(metrics),
+                load_s=load_s,
+                train_s=train_s,
+            )
+        except Exception as err:
+            self._send("failed", task, error=_reason(err))
+
+
+class _FunctionReporter:
+    """The `trial` a plain-function workload receives; each report waits for the tuner's word."""
+
+    def __init__(self, worker: _Worker, task: TrialTask):
+        self.worker, self.task = worker, task
+        self.config = dict(task.config)
+        self.budget = task.target_budget
+        self.epoch = task.start_epoch
+        self.outcome = "completed"
+        self._last = time.perf_counter()
+
+    def report(self, step: int, **metrics: float) -> None:
+        now = time.perf_counter()
+        self.epoch = int(step)
+        self.worker._send(
+            "report",
+            self.task,
+            epoch=self.epoch,
+            metrics=_floats(metrics),
+            train_s=now - self._last,
+        )
+        command, _ = self.worker.conn.recv()
+        self._last = time.perf_counter()
+        if command == CONTINUE:
+            return
+        # A function cannot be checkpointed: a pause is a stop.
+        self.outcome = "completed" if command == COMPLETE else "stopped"
+        raise StopTrial(self.outcome)
+
+
+def _floats(metrics: dict[str, Any]) -> dict[str, float]:
+    if not isinstance(metrics, dict):
+        raise TypeError(f"validate() must return a dict of metrics, got {type(metrics).__name__}")
+    return {str(k): float(v) for k, v in metrics.items()}

@@ -1,0 +1,23 @@
+"""The one error hierarchy: the CLI turns a BashtError into one line and exit code 2."""
+
+from __future__ import annotations
+
+
+class BashtError(Exception):
+    """Something the user can fix: bad input, a missing resource, a run that cannot go on."""
+
+
+class ExperimentError(BashtError):
+    """An experiment file or object that does not follow the schema."""
+
+
+class WorkloadError(BashtError):
+    """A workload that cannot be found, imported or loaded."""
+
+
+class StoreError(BashtError):
+    """A store URL that cannot be opened, or a run that is not in it."""
+
+
+class TrialError(BashtError):
+    """A trial that raised inside its worker; carries the worker's one-line reason."""

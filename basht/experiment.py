@@ -1,0 +1,334 @@
+"""The experiment file (DESIGN.md §1): parsed and validated once, then passed inward as typed objects."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from basht.errors import ExperimentError
+from basht.space import Choice, Float, Int, SearchSpace
+
+PRUNERS = ("none", "sha", "asha", "hyperband", "async-hyperband")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FloatParam(_Strict):
+    type: Literal["float"]
+    low: float
+    high: float
+    log: bool = False
+    step: PositiveFloat | None = None
+
+    @model_validator(mode="after")
+    def _bounds(self) -> FloatParam:
+        _check_bounds(self.low, self.high, self.log, self.step)
+        return self
+
+    def to_parameter(self) -> Float:
+        return Float(self.low, self.high, self.log, self.step)
+
+
+class IntParam(_Strict):
+    type: Literal["int"]
+    low: int
+    high: int
+    log: bool = False
+    step: PositiveInt | None = None
+
+    @model_validator(mode="after")
+    def _bounds(self) -> IntParam:
+        _check_bounds(self.low, self.high, self.log, self.step)
+        return self
+
+    def to_parameter(self) -> Int:
+        return Int(self.low, self.high, self.log, self.step)
+
+
+class ChoiceParam(_Strict):
+    type: Literal["choice"]
+    values: list[Any] = Field(min_length=1)
+
+    def to_parameter(self) -> Choice:
+        return Choice(tuple(tuple(v) if isinstance(v, list) else v for v in self.values))
+
+
+def _check_bounds(low: float, high: float, log: bool, step: float | None) -> None:
+    if low >= high:
+        raise ValueError(f"low must be below high, got low={low} high={high}")
+    if log and low <= 0:
+        raise ValueError(f"log scale needs low > 0, got low={low}")
+    if log and step is not None:
+        raise ValueError("give either log or step, not both")
+
+
+ParamSpec = Annotated[FloatParam | IntParam | ChoiceParam, Field(discriminator="type")]
+
+Number = int | float
+
+
+class LegacyParam(_Strict):
+    """The original Basht `hyperparameter:` entry, read as a grid.
+
+    Scalars give `start, start + step_size, ... <= end`. List-valued entries describe layer
+    configurations as the original `hidden_layer_config` did: `start: [10]`, `end: [100, 100, 100]`,
+    `step_size: [10, 1]` means widths 10..100 in steps of 10 and 1..3 layers in steps of 1, every
+    layer of a configuration having the same width.
+    """
+
+    start: Number | list[PositiveInt]
+    end: Number | list[PositiveInt]
+    step_size: PositiveFloat | list[PositiveInt]
+
+    @model_validator(mode="after")
+    def _shape(self) -> LegacyParam:
+        lists = [isinstance(v, list) for v in (self.start, self.end, self.step_size)]
+        if any(lists) and not all(lists):
+            raise ValueError("start, end and step_size must all be numbers or all be lists")
+        if all(lists):
+            if not self.start or not self.end or len(self.step_size) != 2:
+                raise ValueError(
+                    "list form needs non-empty start/end and step_size [width, layers]"
+                )
+            if self.start[0] > self.end[0] or len(self.start) > len(self.end):
+                raise ValueError("start must not exceed end")
+        elif self.start > self.end:
+            raise ValueError(f"start must not exceed end, got start={self.start} end={self.end}")
+        return self
+
+    def values(self) -> list[Any]:
+        if isinstance(self.start, list):
+            width_step, layer_step = self.step_size
+            widths = range(self.start[0], self.end[0] + 1, width_step)
+            depths = range(len(self.start), len(self.end) + 1, layer_step)
+            return [[w] * d for d in depths for w in widths]
+        if all(isinstance(v, int) for v in (self.start, self.end, self.step_size)):
+            return list(range(self.start, self.end + 1, int(self.step_size)))
+        return (
+            Float(float(self.start), float(self.end) + 1e-12, step=self.step_size).grid()
+            if (self.start < self.end)
+            else [float(self.start)]
+        )
+
+
+class WorkloadSpec(_Strict):
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        from basht.workloads import check_workload_name
+
+        check_workload_name(name)
+        return name
+
+
+class SearchSpec(_Strict):
+    sampler: Literal["random", "grid"] = "random"
+    pruner: Literal["none", "sha", "asha", "hyperband", "async-hyperband"] = "none"
+    metric: str = "accuracy"
+    mode: Literal["min", "max"] = "max"
+    target: float | None = None
+    min_budget: PositiveInt = 1
+    max_budget: PositiveInt | None = 1
+    eta: int = Field(default=3, ge=2)
+    max_trials: PositiveInt | None = None
+    time_budget_s: PositiveFloat | None = None
+
+    @model_validator(mode="after")
+    def _budgets(self) -> SearchSpec:
+        if self.max_budget is None and self.pruner != "asha":
+            raise ValueError("max_budget may be null (unbounded) only with pruner: asha")
+        if self.max_budget is not None and self.min_budget > self.max_budget:
+            raise ValueError(
+                f"min_budget must not exceed max_budget, got {self.min_budget} > {self.max_budget}"
+            )
+        return self
+
+
+class ResourcesSpec(_Strict):
+    workers: int = Field(default=1, ge=1)
+    accelerator: Literal["cpu", "gpu"] = "cpu"
+    cpus_per_worker: int = Field(default=1, ge=1)
+    memory_per_worker_mb: PositiveInt = 2048
+    accelerator_memory_mb: int = Field(default=0, ge=0)
+
+
+class CarbonSpec(_Strict):
+    region: str | None = None
+    g_per_kwh: float | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _one(self) -> CarbonSpec:
+        if (self.region is None) == (self.g_per_kwh is None):
+            raise ValueError("give exactly one of region or g_per_kwh")
+        return self
+
+
+class PriceSpec(_Strict):
+    usd_per_hour: float | None = Field(default=None, ge=0)
+    provider: str | None = None
+    instance: str | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> PriceSpec:
+        if self.usd_per_hour is None and (self.provider is None or self.instance is None):
+            raise ValueError("give usd_per_hour, or provider and instance")
+        return self
+
+
+class MeasureSpec(_Strict):
+    energy: Literal["auto", "rapl", "nvml", "estimate", "prometheus"] = "auto"
+    sample_interval_s: PositiveFloat = 0.5
+    carbon: CarbonSpec = Field(default_factory=lambda: CarbonSpec(region="DE"))
+    price: PriceSpec = Field(default_factory=lambda: PriceSpec(usd_per_hour=0.0))
+    prometheus_port: int | None = Field(default=None, ge=1, le=65535)
+
+
+class Experiment(BaseModel):
+    """A validated experiment: every field of the seed's Table 1 has a home here."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[a-z0-9_-]+$")
+    seed: int = 0
+    workload: WorkloadSpec
+    space: dict[str, ParamSpec] | None = None
+    hyperparameter: dict[str, LegacyParam] | None = None
+    search: SearchSpec = Field(default_factory=SearchSpec)
+    resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
+    system: Literal["native", "optuna", "raytune"] = "native"
+    executor: Literal["local", "ray", "simulated"] = "local"
+    measure: MeasureSpec = Field(default_factory=MeasureSpec)
+    store: str = "sqlite:///basht.db"
+
+    @model_validator(mode="after")
+    def _one_space(self) -> Experiment:
+        if self.space is None and self.hyperparameter is None:
+            raise ValueError("give a `space` (or the original `hyperparameter` grid form)")
+        if self.space is not None and self.hyperparameter is not None:
+            raise ValueError("give `space` or `hyperparameter`, not both")
+        if not (self.space or self.hyperparameter):
+            raise ValueError("the search space is empty")
+        if self.hyperparameter is not None and self.search.sampler != "grid":
+            # The original form is a grid by definition.
+            self.search = self.search.model_copy(update={"sampler": "grid"})
+        if self.search.sampler == "grid" and not self.search_space.is_finite:
+            raise ValueError("sampler: grid needs a finite space (give `step` or use `choice`)")
+        return self
+
+    @property
+    def search_space(self) -> SearchSpace:
+        if self.space is not None:
+            return SearchSpace({k: v.to_parameter() for k, v in self.space.items()})
+        assert self.hyperparameter is not None
+        return SearchSpace(
+            {k: Choice(tuple(_tuple(v.values()))) for k, v in self.hyperparameter.items()}
+        )
+
+    @property
+    def space_size(self) -> int | str:
+        """pS = |Φ|, or "inf" for a space with a continuous parameter."""
+        size = self.search_space.size
+        return int(size) if math.isfinite(size) else "inf"
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "<experiment>") -> Experiment:
+        if not isinstance(data, dict):
+            raise ExperimentError(
+                f"{source}: expected a mapping at the top level, got {type(data).__name__}"
+            )
+        try:
+            return cls.model_validate(data)
+        except ValidationError as err:
+            raise ExperimentError(_one_line(err, source)) from None
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=False)
+
+
+def _tuple(values: list[Any]) -> list[Any]:
+    return [tuple(v) if isinstance(v, list) else v for v in values]
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    """Read a YAML or JSON experiment file; every problem becomes one ExperimentError line."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ExperimentError(f"{path}: no such file") from None
+    except OSError as err:
+        raise ExperimentError(f"{path}: cannot read ({err.strerror})") from None
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as err:
+        kind = "JSON" if path.suffix == ".json" else "YAML"
+        raise ExperimentError(f"{path}: not valid {kind}: {' '.join(str(err).split())}") from None
+    return Experiment.from_dict(data, str(path))
+
+
+_TAGS = {"float", "int", "choice", "list"}
+
+
+def _one_line(err: ValidationError, source: str) -> str:
+    first = err.errors()[0]
+    loc = [str(p) for p in first["loc"] if not (isinstance(p, str) and _is_tag(p))]
+    where = ".".join(loc) or "(top level)"
+    kind = first["type"]
+    if kind == "extra_forbidden":
+        expected = _fields_at(loc[:-1])
+        what = (
+            f"unknown key (expected one of: {', '.join(expected)})" if expected else "unknown key"
+        )
+    elif kind == "missing":
+        what = "missing required key"
+    else:
+        msg = first["msg"].removeprefix("Value error, ")
+        what = msg if kind == "value_error" else f"{msg}, got {first['input']!r}"
+    more = len(err.errors()) - 1
+    suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    return f"{source}: {where}: {what}{suffix}"
+
+
+def _is_tag(part: str) -> bool:
+    return part in _TAGS or part.startswith(("function-", "union[", "tagged-union[")) or "[" in part
+
+
+def _fields_at(loc: list[str]) -> list[str]:
+    model: Any = Experiment
+    for part in loc:
+        fields = getattr(model, "model_fields", None)
+        if fields is None or part not in fields:
+            # Inside a dict of parameters: the key is the user's name, the value a param model.
+            if model is ParamSpec or model == "param":
+                return []
+            model = "param"
+            continue
+        annotation = fields[part].annotation
+        model = next(
+            (
+                a
+                for a in getattr(annotation, "__args__", (annotation,))
+                if hasattr(a, "model_fields")
+            ),
+            annotation,
+        )
+    return list(getattr(model, "model_fields", {}))

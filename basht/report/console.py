@@ -1,0 +1,81 @@
+"""Console tables: the final result of a run and the list of stored runs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console, Group
+from rich.table import Table
+
+from basht.store import RunRow
+
+
+def _fmt(value: Any, digits: int = 4) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}" if abs(value) < 1e5 else f"{value:,.0f}"
+    return str(value)
+
+
+def result_tables(summary: dict[str, Any]) -> Group:
+    """The final table: best configuration and value, test metrics, trials, phases and metrics."""
+    best = summary["best"]
+    head = Table(title=f"run {summary['run_id']}", show_header=False, title_justify="left")
+    head.add_column(style="bold")
+    head.add_column()
+    head.add_row(
+        "status", summary["status"] + (f" ({summary['error']})" if summary["error"] else "")
+    )
+    head.add_row("system", f"{summary['system']} / {summary['executor']}")
+    head.add_row("search space pS", _fmt(summary.get("space_size")))
+    head.add_row("best trial", _fmt(best["trial"]))
+    head.add_row("best config", _fmt(best["config"]))
+    head.add_row(f"best validation {best['metric']} ({best['mode']})", _fmt(best["value"]))
+    for name, value in summary["test_metrics"].items():
+        head.add_row(f"test {name}", _fmt(value))
+    counts = summary["trial_counts"]
+    head.add_row(
+        "trials", ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "none"
+    )
+    head.add_row("results", summary["results_dir"])
+
+    phases = Table(title="phases", title_justify="left")
+    phases.add_column("phase")
+    phases.add_column("duration (s)", justify="right")
+    phases.add_column("")
+    for p in summary["phases"]:
+        phases.add_row(p["name"], f"{p['duration_s']:.3f}", "aborted" if p["aborted"] else "")
+
+    metrics = Table(title="metrics", title_justify="left")
+    metrics.add_column("metric")
+    metrics.add_column("value", justify="right")
+    metrics.add_column("unit")
+    metrics.add_column("source")
+    for name, m in summary["metrics"].items():
+        metrics.add_row(name, _fmt(m["value"]), m["unit"], m["source"] or "")
+    parts: list[Any] = [head, phases]
+    if summary["metrics"]:
+        parts.append(metrics)
+    return Group(*parts)
+
+
+def runs_table(runs: Sequence[RunRow]) -> Table:
+    table = Table(title="stored runs", title_justify="left")
+    for column in ("run", "system", "status", "started (UTC)", "best value", "best trial"):
+        table.add_column(column)
+    for run in runs:
+        table.add_row(
+            run.id,
+            run.system,
+            run.status,
+            f"{run.started_at:%Y-%m-%d %H:%M:%S}",
+            _fmt(run.best_value),
+            _fmt(run.best_trial),
+        )
+    return table
+
+
+def print_result(summary: dict[str, Any], console: Console | None = None) -> None:
+    (console or Console()).print(result_tables(summary))

@@ -1,0 +1,65 @@
+"""Live progress of a run: trials by state, the best so far, the time spent, the current phase."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+
+class LiveProgress:
+    """A one-line rich display refreshed at most `refresh_per_s` times a second."""
+
+    def __init__(self, console: Console | None = None, refresh_per_s: float = 4.0):
+        self.console = console or Console()
+        self.live = Live(
+            Text("starting"),
+            console=self.console,
+            refresh_per_second=refresh_per_s,
+            transient=False,
+        )
+        self.phase = "deploy"
+        self._last = 0.0
+        self._min_gap = 1.0 / refresh_per_s
+        self._status: Any = None
+
+    def __enter__(self) -> LiveProgress:
+        self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._render(force=True)
+        self.live.__exit__(*exc)
+
+    def on_phase(self, timing: Any) -> None:
+        flag = " (aborted)" if timing.aborted else ""
+        self.console.print(f"[dim]phase[/dim] {timing.name:<16} {timing.duration_s:8.3f} s{flag}")
+        order = ["deploy", "setup", "run", "collect_results", "test", "collect_metrics", "undeploy"]
+        i = order.index(timing.name) if timing.name in order else -1
+        self.phase = order[i + 1] if 0 <= i < len(order) - 1 else "done"
+        self._render(force=True)
+
+    def on_update(self, status: Any) -> None:
+        self._status = status
+        self._render()
+
+    def _render(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last < self._min_gap:
+            return
+        self._last = now
+        text = Text(f"[{self.phase}] ", style="bold")
+        s = self._status
+        if s is not None:
+            c = s.counts
+            text.append(
+                f"done {c['completed']}  running {c['running']}  paused {c['paused']}  "
+                f"stopped {c['stopped']}  failed {c['failed']}  "
+            )
+            best = "-" if s.best_value is None else f"{s.best_value:.4g} (trial {s.best_trial})"
+            text.append(f"best {best}  ", style="green")
+            text.append(f"elapsed {s.elapsed_s:6.1f} s")
+        self.live.update(text)

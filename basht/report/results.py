@@ -1,0 +1,87 @@
+"""The run summary, built from the store alone, and its `results/<run-id>/results.json`."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from basht.store import Store
+
+
+def build_summary(store: Store, run_id: str) -> dict[str, Any]:
+    run = store.get_run(run_id)
+    experiment = store.get_experiment(run.experiment_id)
+    trials = store.trials(run.id)
+    return {
+        "run_id": run.id,
+        "experiment": experiment.spec,
+        "system": run.system,
+        "executor": run.executor,
+        "status": run.status,
+        "error": run.error,
+        "started_at": run.started_at.isoformat() if run.started_at else None,
+        "ended_at": run.ended_at.isoformat() if run.ended_at else None,
+        "results_dir": run.results_dir,
+        "space_size": experiment.spec.get("space_size"),
+        "best": {
+            "trial": run.best_trial,
+            "config": run.best_config,
+            "value": run.best_value,
+            "metric": experiment.spec["search"]["metric"],
+            "mode": experiment.spec["search"]["mode"],
+        },
+        "test_metrics": run.test_metrics or {},
+        "phases": [
+            {
+                "name": p.name,
+                "start": p.start,
+                "end": p.end,
+                "duration_s": p.duration_s,
+                "aborted": p.aborted,
+                "error": p.error,
+            }
+            for p in store.phases(run.id)
+        ],
+        "trial_counts": store.trial_counts(run.id),
+        "trials": [
+            {
+                "trial": t.number,
+                "state": t.state,
+                "config": t.config,
+                "budget": t.budget,
+                "value": t.value,
+                "worker": t.worker,
+                "load_s": t.load_s,
+                "train_s": t.train_s,
+                "validate_s": t.validate_s,
+                "error": t.error,
+            }
+            for t in trials
+        ],
+        "metrics": {
+            m.name: {"value": m.value, "unit": m.unit, "source": m.source}
+            for m in store.metrics(run.id)
+        },
+    }
+
+
+def _clean(value: Any) -> Any:
+    """JSON has no NaN or infinity: write null instead of an invalid file."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def write_results_json(summary: dict[str, Any], results_dir: Path) -> Path:
+    results_dir.mkdir(parents=True, exist_ok=True)
+    path = results_dir / "results.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(_clean(summary), indent=2, sort_keys=False))
+    tmp.replace(path)
+    return path

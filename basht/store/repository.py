@@ -1,0 +1,308 @@
+"""The repository every other module writes through: one store per run, SQLite by default."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import socket
+import time
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, event, func, insert, select, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from basht.errors import StoreError
+from basht.store.schema import (
+    Base,
+    CheckpointRow,
+    ExperimentRow,
+    MetricRow,
+    PhaseRow,
+    PowerSampleRow,
+    RunRow,
+    TrialReportRow,
+    TrialRow,
+)
+
+log = logging.getLogger(__name__)
+
+#: Trial states. `paused` keeps a checkpoint and may resume; `stopped` never resumes.
+TRIAL_STATES = ("pending", "running", "paused", "completed", "stopped", "failed", "aborted")
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    # WAL lets readers (`basht runs`, a live report) see the store while a run writes to it.
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.close()
+
+
+def open_engine(url: str) -> Engine:
+    try:
+        engine = create_engine(url)
+    except (ArgumentError, ValueError) as err:
+        raise StoreError(f"store {url!r}: not a valid SQLAlchemy URL ({err})") from None
+    except ImportError as err:
+        raise StoreError(f"store {url!r}: its database driver is not installed ({err})") from None
+    if engine.dialect.name == "sqlite":
+        database = engine.url.database
+        if database and database != ":memory:":
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+class Store:
+    """All reads and writes of experiments, runs, phases, trials, reports, checkpoints and metrics."""
+
+    def __init__(self, url: str = "sqlite:///basht.db"):
+        self.url = url
+        self.engine = open_engine(url)
+        try:
+            Base.metadata.create_all(self.engine)
+        except OperationalError as err:
+            raise StoreError(f"store {url!r}: cannot open ({err.orig})") from None
+        self._session = sessionmaker(self.engine, expire_on_commit=False)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def session(self) -> Session:
+        return self._session()
+
+    def _write(self, *statements: Any) -> Any:
+        with self.engine.begin() as conn:
+            result = None
+            for statement in statements:
+                result = conn.execute(statement)
+            return result
+
+    # -- experiments and runs ---------------------------------------------------------------
+
+    def add_experiment(self, name: str, spec: dict[str, Any]) -> int:
+        row = ExperimentRow(name=name, spec=spec, created_at=datetime.now(UTC))
+        with self.session() as s, s.begin():
+            s.add(row)
+        return row.id
+
+    def create_run(
+        self, experiment_id: int, name: str, system: str, executor: str, results_root: Path
+    ) -> RunRow:
+        run_id = f"{name}-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+        row = RunRow(
+            id=run_id,
+            experiment_id=experiment_id,
+            system=system,
+            executor=executor,
+            status="running",
+            results_dir=str((results_root / run_id).resolve()),
+            started_at=datetime.now(UTC),
+            host={"hostname": socket.gethostname()},
+        )
+        with self.session() as s, s.begin():
+            s.add(row)
+        return row
+
+    def update_run(self, run_id: str, **values: Any) -> None:
+        self._write(update(RunRow).where(RunRow.id == run_id).values(**values))
+
+    def finish_run(self, run_id: str, status: str, error: str | None = None) -> None:
+        self.update_run(run_id, status=status, error=error, ended_at=datetime.now(UTC))
+
+    def get_run(self, run_id: str) -> RunRow:
+        with self.session() as s:
+            row = s.get(RunRow, run_id)
+            if row is None:
+                # Accept a unique prefix, as git does for commits.
+                rows = s.scalars(select(RunRow).where(RunRow.id.startswith(run_id))).all()
+                if len(rows) != 1:
+                    found = "no run" if not rows else f"{len(rows)} runs"
+                    raise StoreError(f"{found} matching {run_id!r} in {self.url}")
+                row = rows[0]
+            return row
+
+    def get_experiment(self, experiment_id: int) -> ExperimentRow:
+        with self.session() as s:
+            row = s.get(ExperimentRow, experiment_id)
+            if row is None:
+                raise StoreError(f"no experiment {experiment_id} in {self.url}")
+            return row
+
+    def list_runs(self, limit: int | None = None) -> Sequence[RunRow]:
+        with self.session() as s:
+            query = select(RunRow).order_by(RunRow.started_at.desc())
+            if limit:
+                query = query.limit(limit)
+            return s.scalars(query).all()
+
+    # -- phases -----------------------------------------------------------------------------
+
+    def add_phase(
+        self,
+        run_id: str,
+        name: str,
+        start: float,
+        end: float,
+        aborted: bool = False,
+        error: str | None = None,
+    ) -> None:
+        self._write(
+            insert(PhaseRow).values(
+                run_id=run_id,
+                name=name,
+                start=start,
+                end=end,
+                duration_s=end - start,
+                aborted=aborted,
+                error=error,
+            )
+        )
+
+    def phases(self, run_id: str) -> Sequence[PhaseRow]:
+        with self.session() as s:
+            return s.scalars(
+                select(PhaseRow).where(PhaseRow.run_id == run_id).order_by(PhaseRow.id)
+            ).all()
+
+    # -- trials -----------------------------------------------------------------------------
+
+    def add_trial(
+        self,
+        run_id: str,
+        number: int,
+        config: dict[str, Any],
+        target_budget: int | None,
+        **values: Any,
+    ) -> int:
+        row = {"state": "pending", "budget": 0, "load_s": 0.0, "train_s": 0.0, "validate_s": 0.0}
+        row.update(values)
+        result = self._write(
+            insert(TrialRow).values(
+                run_id=run_id, number=number, config=config, target_budget=target_budget, **row
+            )
+        )
+        return int(result.inserted_primary_key[0])
+
+    def update_trial(self, trial_id: int, **values: Any) -> None:
+        self._write(update(TrialRow).where(TrialRow.id == trial_id).values(**values))
+
+    def add_trial_time(self, trial_id: int, *, load_s: float = 0.0) -> None:
+        self._write(
+            update(TrialRow).where(TrialRow.id == trial_id).values(load_s=TrialRow.load_s + load_s)
+        )
+
+    def add_report(
+        self,
+        trial_id: int,
+        epoch: int,
+        value: float | None,
+        metrics: dict[str, float],
+        train_s: float,
+        validate_s: float,
+    ) -> None:
+        """One epoch's result; the trial's running totals move with it in the same transaction."""
+        self._write(
+            insert(TrialReportRow).values(
+                trial_id=trial_id,
+                epoch=epoch,
+                value=value,
+                metrics=metrics,
+                train_s=train_s,
+                validate_s=validate_s,
+                at=time.time(),
+            ),
+            update(TrialRow)
+            .where(TrialRow.id == trial_id)
+            .values(
+                budget=epoch,
+                value=value,
+                train_s=TrialRow.train_s + train_s,
+                validate_s=TrialRow.validate_s + validate_s,
+            ),
+        )
+
+    def trials(self, run_id: str, states: Iterable[str] | None = None) -> Sequence[TrialRow]:
+        with self.session() as s:
+            query = select(TrialRow).where(TrialRow.run_id == run_id)
+            if states is not None:
+                query = query.where(TrialRow.state.in_(list(states)))
+            return s.scalars(query.order_by(TrialRow.number)).all()
+
+    def trial_counts(self, run_id: str) -> dict[str, int]:
+        with self.session() as s:
+            rows = s.execute(
+                select(TrialRow.state, func.count())
+                .where(TrialRow.run_id == run_id)
+                .group_by(TrialRow.state)
+            ).all()
+        return {state: count for state, count in rows}
+
+    def reports(self, run_id: str) -> Sequence[TrialReportRow]:
+        with self.session() as s:
+            query = (
+                select(TrialReportRow)
+                .join(TrialRow, TrialRow.id == TrialReportRow.trial_id)
+                .where(TrialRow.run_id == run_id)
+                .order_by(TrialReportRow.id)
+            )
+            return s.scalars(query).all()
+
+    # -- checkpoints ------------------------------------------------------------------------
+
+    def add_checkpoint(self, trial_id: int, epoch: int, path: str, kind: str) -> None:
+        size = Path(path).stat().st_size if Path(path).exists() else 0
+        self._write(
+            insert(CheckpointRow).values(
+                trial_id=trial_id,
+                epoch=epoch,
+                path=path,
+                kind=kind,
+                size_bytes=size,
+                at=time.time(),
+            )
+        )
+
+    def checkpoints(self, trial_id: int) -> Sequence[CheckpointRow]:
+        with self.session() as s:
+            query = select(CheckpointRow).where(CheckpointRow.trial_id == trial_id)
+            return s.scalars(query.order_by(CheckpointRow.id)).all()
+
+    def mark_checkpoint_deleted(self, path: str) -> None:
+        self._write(update(CheckpointRow).where(CheckpointRow.path == path).values(deleted=True))
+
+    # -- measurements -----------------------------------------------------------------------
+
+    def add_power_samples(self, run_id: str, samples: Iterable[dict[str, Any]]) -> None:
+        rows = [{"run_id": run_id, **sample} for sample in samples]
+        if rows:
+            with self.engine.begin() as conn:
+                conn.execute(insert(PowerSampleRow), rows)
+
+    def power_samples(self, run_id: str) -> Sequence[PowerSampleRow]:
+        with self.session() as s:
+            query = select(PowerSampleRow).where(PowerSampleRow.run_id == run_id)
+            return s.scalars(query.order_by(PowerSampleRow.at)).all()
+
+    def add_metrics(
+        self, run_id: str, metrics: Iterable[tuple[str, float | None, str, str | None]]
+    ) -> None:
+        rows = [
+            {"run_id": run_id, "name": name, "value": value, "unit": unit, "source": source}
+            for name, value, unit, source in metrics
+        ]
+        if rows:
+            with self.engine.begin() as conn:
+                conn.execute(insert(MetricRow), rows)
+
+    def metrics(self, run_id: str) -> Sequence[MetricRow]:
+        with self.session() as s:
+            query = select(MetricRow).where(MetricRow.run_id == run_id).order_by(MetricRow.id)
+            return s.scalars(query).all()

@@ -1,0 +1,136 @@
+"""The SQLAlchemy 2 schema: one table per record kind the benchmark keeps."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class ExperimentRow(Base):
+    __tablename__ = "experiment"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), index=True)
+    spec: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class RunRow(Base):
+    __tablename__ = "run"
+
+    id: Mapped[str] = mapped_column(String(120), primary_key=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiment.id"), index=True)
+    system: Mapped[str] = mapped_column(String(40))
+    executor: Mapped[str] = mapped_column(String(40))
+    status: Mapped[str] = mapped_column(String(20))
+    results_dir: Mapped[str] = mapped_column(Text)
+    started_at: Mapped[datetime] = mapped_column(DateTime)
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime)
+    best_trial: Mapped[int | None] = mapped_column(Integer)
+    best_value: Mapped[float | None] = mapped_column(Float)
+    best_config: Mapped[dict[str, Any] | None]
+    test_metrics: Mapped[dict[str, Any] | None]
+    error: Mapped[str | None] = mapped_column(Text)
+    host: Mapped[dict[str, Any] | None]
+
+
+class PhaseRow(Base):
+    __tablename__ = "phase"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("run.id"), index=True)
+    name: Mapped[str] = mapped_column(String(40))
+    start: Mapped[float] = mapped_column(Float)  # unix time, seconds
+    end: Mapped[float] = mapped_column(Float)
+    duration_s: Mapped[float] = mapped_column(Float)
+    aborted: Mapped[bool] = mapped_column(Boolean, default=False)
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class TrialRow(Base):
+    __tablename__ = "trial"
+    __table_args__ = (UniqueConstraint("run_id", "number"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("run.id"), index=True)
+    number: Mapped[int] = mapped_column(Integer)
+    config: Mapped[dict[str, Any]]
+    state: Mapped[str] = mapped_column(String(20), index=True)
+    budget: Mapped[int] = mapped_column(Integer, default=0)  # epochs done
+    target_budget: Mapped[int | None] = mapped_column(Integer)
+    worker: Mapped[int | None] = mapped_column(Integer)
+    started_at: Mapped[float | None] = mapped_column(Float)
+    ended_at: Mapped[float | None] = mapped_column(Float)
+    load_s: Mapped[float] = mapped_column(Float, default=0.0)
+    train_s: Mapped[float] = mapped_column(Float, default=0.0)
+    validate_s: Mapped[float] = mapped_column(Float, default=0.0)
+    value: Mapped[float | None] = mapped_column(Float)  # the metric at the last report
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class TrialReportRow(Base):
+    __tablename__ = "trial_report"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trial.id"), index=True)
+    epoch: Mapped[int] = mapped_column(Integer)
+    value: Mapped[float | None] = mapped_column(Float)
+    metrics: Mapped[dict[str, Any]]
+    train_s: Mapped[float] = mapped_column(Float)
+    validate_s: Mapped[float] = mapped_column(Float)
+    at: Mapped[float] = mapped_column(Float)
+
+
+class CheckpointRow(Base):
+    __tablename__ = "checkpoint"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trial.id"), index=True)
+    epoch: Mapped[int] = mapped_column(Integer)
+    path: Mapped[str] = mapped_column(Text)
+    kind: Mapped[str] = mapped_column(String(20))  # pause | final
+    size_bytes: Mapped[int] = mapped_column(Integer)
+    at: Mapped[float] = mapped_column(Float)
+    deleted: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class PowerSampleRow(Base):
+    __tablename__ = "power_sample"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("run.id"), index=True)
+    at: Mapped[float] = mapped_column(Float)
+    node: Mapped[str] = mapped_column(String(120))
+    component: Mapped[str] = mapped_column(String(40))  # cpu | dram | gpu:0 | ...
+    source: Mapped[str] = mapped_column(String(20))  # rapl | nvml | estimate | prometheus
+    power_w: Mapped[float | None] = mapped_column(Float)
+    energy_j: Mapped[float | None] = mapped_column(Float)
+    utilization: Mapped[float | None] = mapped_column(Float)
+
+
+class MetricRow(Base):
+    __tablename__ = "metric"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("run.id"), index=True)
+    name: Mapped[str] = mapped_column(String(80))
+    value: Mapped[float | None] = mapped_column(Float)
+    unit: Mapped[str] = mapped_column(String(40))
+    source: Mapped[str | None] = mapped_column(String(40))

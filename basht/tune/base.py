@@ -1,0 +1,60 @@
+"""The ask/tell contract between a tuning algorithm and whatever runs its trials."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class Decision(enum.Enum):
+    """What a trial does after a report.
+
+    CONTINUE trains on towards the suggested budget. PAUSE ends the trial's current run but keeps
+    its checkpoint: the algorithm may hand it back later with `resume=True` and a larger budget (ASHA
+    promotion). STOP ends it for good; it is never resumed and its checkpoint may be dropped.
+    """
+
+    CONTINUE = "continue"
+    PAUSE = "pause"
+    STOP = "stop"
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """Run `config` until `budget` (epochs done, counted from zero); resume from a pause if `resume`."""
+
+    trial_id: int
+    config: dict[str, Any]
+    budget: int
+    resume: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class Algorithm(Protocol):
+    """A tuning algorithm behind ask/tell. It never sees how or where trials run."""
+
+    metric: str
+    mode: str
+
+    def suggest(self) -> Suggestion | None:
+        """The next trial to start or resume; None when nothing can start now (or ever)."""
+
+    def report(self, trial_id: int, budget: int, value: float) -> Decision:
+        """A result after `budget` units of training; the answer says whether to go on."""
+
+    def complete(self, trial_id: int) -> None:
+        """The trial reached its suggested budget and finished."""
+
+    def fail(self, trial_id: int) -> None:
+        """The trial crashed; it is never resumed."""
+
+    def is_finished(self) -> bool:
+        """True once no trial will ever be suggested again."""
+
+
+def better(a: float, b: float | None, mode: str) -> bool:
+    """Whether `a` beats `b` under `mode`; anything beats None."""
+    if b is None:
+        return True
+    return a > b if mode == "max" else a < b

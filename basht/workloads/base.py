@@ -1,0 +1,58 @@
+"""The Workload protocol: the seed's trial sub-phases (load, train, validate) plus test and checkpoints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What a trial may use, and the seed that makes it reproducible.
+
+    `seed` is the trial's own seed (model initialisation, shuffling, dropout); the data split is
+    seeded by the experiment seed given to the workload's constructor, so every trial sees the same
+    train/validation/test split.
+    """
+
+    cpus: int = 1
+    accelerator: str = "cpu"
+    device: str = "cpu"
+    memory_mb: int = 2048
+    seed: int = 0
+
+
+@runtime_checkable
+class Workload(Protocol):
+    """A model and its data. The engine times each call separately (the seed's trial sub-phases).
+
+    Constructed as `Workload(seed=<experiment seed>, **workload.params)` once per trial.
+    """
+
+    def load(self, config: dict[str, Any], resources: Resources) -> None:
+        """Read the data and build the model for `config`."""
+
+    def train(self, epochs: int) -> None:
+        """Train `epochs` more epochs."""
+
+    def validate(self) -> dict[str, float]:
+        """Metrics on the validation split."""
+
+    def test(self) -> dict[str, float]:
+        """Metrics on the held-out test split; called for the best configuration only."""
+
+    def state_dict(self) -> Any:
+        """Everything needed to continue exactly where training stands (model, optimiser, RNG)."""
+
+    def load_state_dict(self, state: Any) -> None:
+        """Restore what `state_dict` returned."""
+
+
+class TrialReporter(Protocol):
+    """What a plain-function workload receives: `trial.report(step, accuracy=...)`."""
+
+    def report(self, step: int, **metrics: float) -> None: ...
+
+
+class StopTrial(Exception):
+    """Raised inside a plain-function workload's `trial.report` when the tuner stops the trial."""

@@ -1,0 +1,157 @@
+"""The experiment file: valid forms load; every kind of bad input is one line, exit code 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from basht.cli import main
+from basht.errors import ExperimentError
+from basht.experiment import load_experiment
+
+
+def _cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["basht", *args])
+    try:
+        main()
+        code = 0
+    except SystemExit as exit_:
+        code = exit_.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_valid_yaml_and_json_give_the_same_experiment(spec, write_spec, tmp_path):
+    from_yaml = load_experiment(write_spec(spec))
+    json_path = tmp_path / "exp.json"
+    json_path.write_text(json.dumps(spec))
+    assert load_experiment(json_path) == from_yaml
+    assert from_yaml.space_size == "inf"
+
+
+def test_space_size_is_derived_for_finite_spaces(spec, write_spec):
+    spec["space"] = {
+        "a": {"type": "choice", "values": [1, 2, 3]},
+        "b": {"type": "int", "low": 0, "high": 9, "step": 3},
+        "c": {"type": "float", "low": 0.0, "high": 0.5, "step": 0.1},
+    }
+    assert load_experiment(write_spec(spec)).space_size == 3 * 4 * 6
+
+
+BAD = [
+    ("unknown top key", lambda s: s.update(colour="red"), "colour: unknown key"),
+    ("unknown nested key", lambda s: s["search"].update(prunr="asha"), "search.prunr: unknown key"),
+    ("wrong type", lambda s: s["resources"].update(workers="two"), "resources.workers"),
+    ("empty space", lambda s: s.update(space={}), "search space is empty"),
+    ("low >= high", lambda s: s["space"]["x"].update(low=2.0), "space.x: low must be below high"),
+    (
+        "log with low <= 0",
+        lambda s: s["space"]["x"].update(log=True),
+        "space.x: log scale needs low > 0",
+    ),
+    ("unknown workload", lambda s: s["workload"].update(name="nope"), "workload.name: unknown workload"),
+    (
+        "unimportable workload",
+        lambda s: s["workload"].update(name="no_such_pkg.mod:f"),
+        "workload.name: workload 'no_such_pkg.mod:f': cannot import",
+    ),
+    ("unknown pruner", lambda s: s["search"].update(pruner="median"), "search.pruner"),
+    ("eta < 2", lambda s: s["search"].update(eta=1), "search.eta"),
+    (
+        "min_budget > max_budget",
+        lambda s: s["search"].update(min_budget=5, max_budget=2),
+        "search: min_budget must not exceed max_budget",
+    ),
+    ("workers < 1", lambda s: s["resources"].update(workers=0), "resources.workers"),
+    ("bad name", lambda s: s.update(name="Has Spaces"), "name:"),
+    ("missing workload", lambda s: s.pop("workload"), "workload: missing required key"),
+    ("unknown param type", lambda s: s["space"]["x"].update(type="normal"), "space.x"),
+    ("empty choice", lambda s: s["space"].update(c={"type": "choice", "values": []}), "space.c.values"),
+    (
+        "grid over a real range",
+        lambda s: s["search"].update(sampler="grid"),
+        "sampler: grid needs a finite space",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "mutate", "expected"), BAD, ids=[b[0] for b in BAD])
+def test_bad_file_is_one_line_naming_file_and_key(
+    case, mutate, expected, spec, write_spec, monkeypatch, capsys
+):
+    mutate(spec)
+    path = write_spec(spec)
+    code, out, err = _cli(monkeypatch, capsys, "validate", str(path))
+    assert code == 2
+    line = " ".join(err.split())
+    assert len(err.strip().splitlines()) == 1, err
+    assert str(path) in line
+    assert expected in line
+    assert "Traceback" not in err
+
+
+def test_unknown_key_names_the_expected_keys(spec, write_spec):
+    spec["resources"]["gpus"] = 1
+    with pytest.raises(ExperimentError, match=r"resources\.gpus: unknown key \(expected one of: workers"):
+        load_experiment(write_spec(spec))
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [("a: [1, 2", "not valid YAML"), ("- just\n- a list\n", "expected a mapping")],
+)
+def test_unparseable_file(content, expected, tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
+    with pytest.raises(ExperimentError, match=expected):
+        load_experiment(path)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ExperimentError, match="no such file"):
+        load_experiment(tmp_path / "nope.yaml")
+
+
+def test_validate_in_a_subprocess_has_no_traceback(spec, write_spec):
+    spec["search"]["eta"] = 1
+    path = write_spec(spec)
+    proc = subprocess.run(
+        [sys.executable, "-m", "basht.cli", "validate", str(path)], capture_output=True, text=True
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert "search.eta" in proc.stderr and str(path) in " ".join(proc.stderr.split())
+
+
+def test_validate_ok_prints_space_size(spec, write_spec, monkeypatch, capsys):
+    spec["space"] = {"a": {"type": "choice", "values": [1, 2]}}
+    code, out, _ = _cli(monkeypatch, capsys, "validate", str(write_spec(spec)))
+    assert code == 0
+    assert "pS = 2" in out
+
+
+def test_original_hyperparameter_form_is_a_grid(spec, write_spec):
+    del spec["space"]
+    spec["hyperparameter"] = {
+        "learning_rate": {"start": 0.001, "end": 0.003, "step_size": 0.001},
+        "epochs": {"start": 1, "end": 5, "step_size": 2},
+        "hidden_layer_config": {"start": [10], "end": [30, 30], "step_size": [10, 1]},
+    }
+    exp = load_experiment(write_spec(spec))
+    assert exp.search.sampler == "grid"
+    grid = list(exp.search_space.grid())
+    assert exp.space_size == 3 * 3 * 6 == len(grid)
+    assert {c["epochs"] for c in grid} == {1, 3, 5}
+    assert sorted({c["learning_rate"] for c in grid}) == [0.001, 0.002, 0.003]
+    layers = {tuple(c["hidden_layer_config"]) for c in grid}
+    assert layers == {(10,), (20,), (30,), (10, 10), (20, 20), (30, 30)}
+
+
+def test_hyperparameter_with_mixed_list_and_number_is_rejected(spec, write_spec):
+    del spec["space"]
+    spec["hyperparameter"] = {"h": {"start": [10], "end": 30, "step_size": [10, 1]}}
+    with pytest.raises(ExperimentError, match="hyperparameter.h"):
+        load_experiment(write_spec(spec))
