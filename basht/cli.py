@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
+import click
 import typer
 from rich.console import Console
 
@@ -106,24 +107,21 @@ def main() -> None:
     """Entry point: a BashtError is the user's to fix, so one line and exit code 2, no traceback."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        app(standalone_mode=False)
+        # Outside standalone mode typer returns the exit code of Ctrl-C (130) and typer.Exit.
+        code = app(standalone_mode=False)
     except BashtError as err:
         err_console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
+        code = 130
+    except click.exceptions.ClickException as err:
+        err.show()
+        sys.exit(2)
+    except click.exceptions.Abort:
+        code = 130
+    if code == 130:
         err_console.print("interrupted: finished trials are kept in the store")
-        sys.exit(130)
-    except typer.Exit as exit_:
-        sys.exit(exit_.exit_code)
-    except Exception as err:
-        import click
-
-        if isinstance(err, click.exceptions.ClickException):
-            err.show()
-            sys.exit(2)
-        if isinstance(err, click.exceptions.Abort):
-            sys.exit(130)
-        raise
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -52,7 +52,11 @@ BAD = [
         lambda s: s["space"]["x"].update(log=True),
         "space.x: log scale needs low > 0",
     ),
-    ("unknown workload", lambda s: s["workload"].update(name="nope"), "workload.name: unknown workload"),
+    (
+        "unknown workload",
+        lambda s: s["workload"].update(name="nope"),
+        "workload.name: unknown workload",
+    ),
     (
         "unimportable workload",
         lambda s: s["workload"].update(name="no_such_pkg.mod:f"),
@@ -69,7 +73,11 @@ BAD = [
     ("bad name", lambda s: s.update(name="Has Spaces"), "name:"),
     ("missing workload", lambda s: s.pop("workload"), "workload: missing required key"),
     ("unknown param type", lambda s: s["space"]["x"].update(type="normal"), "space.x"),
-    ("empty choice", lambda s: s["space"].update(c={"type": "choice", "values": []}), "space.c.values"),
+    (
+        "empty choice",
+        lambda s: s["space"].update(c={"type": "choice", "values": []}),
+        "space.c.values",
+    ),
     (
         "grid over a real range",
         lambda s: s["search"].update(sampler="grid"),
@@ -95,7 +103,9 @@ def test_bad_file_is_one_line_naming_file_and_key(
 
 def test_unknown_key_names_the_expected_keys(spec, write_spec):
     spec["resources"]["gpus"] = 1
-    with pytest.raises(ExperimentError, match=r"resources\.gpus: unknown key \(expected one of: workers"):
+    with pytest.raises(
+        ExperimentError, match=r"resources\.gpus: unknown key \(expected one of: workers"
+    ):
         load_experiment(write_spec(spec))
 
 

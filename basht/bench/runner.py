@@ -55,11 +55,13 @@ def run_benchmark(
     results_root: Path | str = "results",
     on_update: Callable[[Any], None] | None = None,
     on_phase: Callable[[Timing], None] | None = None,
+    system_factory: Callable[[RunContext], SystemUnderTest] | None = None,
 ) -> RunResult:
     """Run the whole Basht lifecycle for one experiment and return its result.
 
     Phases run in order; the first failure skips the rest but undeploy, which always runs (also
     on Ctrl-C). Every phase timing, trial and metric is written to the store as it happens.
+    `system_factory` benchmarks a system under test of the caller's own instead of `system:`.
     """
     store = Store(experiment.store)
     spec = experiment.to_dict()
@@ -83,7 +85,7 @@ def run_benchmark(
     status, error = "failed", None
     sut: SystemUnderTest | None = None
     try:
-        sut = make_system(ctx)
+        sut = (system_factory or make_system)(ctx)
         with timed("deploy", record):
             sut.deploy()
         with timed("setup", record):

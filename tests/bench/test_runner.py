@@ -1,0 +1,170 @@
+"""The runner: seven phases in order, undeploy after any failure, everything in the store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from basht.bench import PHASES, BestTrial, RunContext, run_benchmark
+from basht.errors import BashtError
+from basht.experiment import Experiment
+from basht.store import Store
+
+
+class FakeSystem:
+    """Records the calls; fails in `fail_in` if given."""
+
+    name = "fake"
+
+    def __init__(self, ctx: RunContext, calls: list[str], fail_in: str | None = None):
+        self.ctx, self.calls, self.fail_in = ctx, calls, fail_in
+
+    def _call(self, phase: str) -> None:
+        self.calls.append(phase)
+        if phase == self.fail_in:
+            raise BashtError(f"{phase} broke")
+
+    def deploy(self) -> None:
+        self._call("deploy")
+
+    def setup(self) -> None:
+        self._call("setup")
+
+    def run(self) -> None:
+        self._call("run")
+
+    def collect_results(self) -> BestTrial:
+        self._call("collect_results")
+        return BestTrial(0, {"x": 1}, 0.5, 1)
+
+    def test(self, best: BestTrial) -> dict[str, float]:
+        self._call("test")
+        return {"accuracy": 0.5}
+
+    def collect_metrics(self) -> dict[str, Any]:
+        self._call("collect_metrics")
+        return {}
+
+    def undeploy(self) -> None:
+        self._call("undeploy")
+
+
+def test_phases_run_in_order_and_are_stored(spec, tmp_path):
+    calls: list[str] = []
+    result = run_benchmark(
+        Experiment.from_dict(spec),
+        results_root=tmp_path / "results",
+        system_factory=lambda ctx: FakeSystem(ctx, calls),
+    )
+    assert calls == list(PHASES)
+    assert result.status == "completed"
+    phases = Store(spec["store"]).phases(result.run_id)
+    assert [p.name for p in phases] == list(PHASES)
+    assert all(p.end >= p.start and p.duration_s >= 0 and not p.aborted for p in phases)
+    assert "JCT" in result.metrics
+
+
+@pytest.mark.parametrize("failing", ["deploy", "setup", "run", "test"])
+def test_undeploy_runs_after_a_failure(spec, tmp_path, failing):
+    calls: list[str] = []
+    with pytest.raises(BashtError, match=f"{failing} broke"):
+        run_benchmark(
+            Experiment.from_dict(spec),
+            results_root=tmp_path / "results",
+            system_factory=lambda ctx: FakeSystem(ctx, calls, fail_in=failing),
+        )
+    assert calls[-1] == "undeploy"
+    assert calls[:-1] == list(PHASES[: PHASES.index(failing) + 1])
+    store = Store(spec["store"])
+    (run,) = store.list_runs()
+    assert run.status == "failed" and f"{failing} broke" in run.error
+    phases = store.phases(run.id)
+    assert [p.name for p in phases if p.aborted] == [failing]
+    assert phases[-1].name == "undeploy"
+    results = json.loads((Path(run.results_dir) / "results.json").read_text())
+    assert results["status"] == "failed"
+
+
+def test_a_real_native_run_stores_every_trial(spec, tmp_path):
+    spec["workload"]["params"] = {"epoch_s": 0.01}
+    spec["search"].update(max_budget=3, max_trials=5)
+    result = run_benchmark(Experiment.from_dict(spec), results_root=tmp_path / "results")
+    store = Store(spec["store"])
+    trials = store.trials(result.run_id)
+    assert result.status == "completed"
+    assert [t.state for t in trials] == ["completed"] * 5
+    assert all(t.budget == 3 and t.train_s >= 0.03 and t.load_s > 0 for t in trials)
+    reports = store.reports(result.run_id)
+    assert len(reports) == 15
+    best = max(trials, key=lambda t: t.value)
+    assert result.best_value == best.value and result.best_config == best.config
+    assert result.test_metrics["accuracy"] == pytest.approx(best.value)
+    assert set(result.phases) == set(PHASES)
+
+
+def test_a_trial_that_raises_is_failed_and_the_run_goes_on(spec, tmp_path):
+    spec["workload"] = {"name": "tests.user_workloads:Counter", "params": {}}
+    spec["space"] = {
+        "kind": {"type": "choice", "values": ["ok", "boom"]},
+        "x": {"type": "float", "low": 0.1, "high": 1.0},
+    }
+    spec["search"].update(max_trials=8, max_budget=2)
+    result = run_benchmark(Experiment.from_dict(spec), results_root=tmp_path / "results")
+    trials = Store(spec["store"]).trials(result.run_id)
+    failed = [t for t in trials if t.state == "failed"]
+    completed = [t for t in trials if t.state == "completed"]
+    assert len(trials) == 8 and failed and completed
+    assert all(t.config["kind"] == "boom" for t in failed)
+    assert all("this configuration always crashes" in t.error for t in failed)
+    assert result.status == "completed"
+    assert result.best_config["kind"] == "ok"
+
+
+def test_a_plain_function_workload_runs_and_reports_per_epoch(spec, tmp_path):
+    spec["workload"] = {"name": "tests.user_workloads:objective"}
+    spec["space"] = {"x": {"type": "float", "low": 0.1, "high": 1.0}}
+    spec["search"].update(max_trials=3, max_budget=3)
+    result = run_benchmark(Experiment.from_dict(spec), results_root=tmp_path / "results")
+    store = Store(spec["store"])
+    assert [t.state for t in store.trials(result.run_id)] == ["completed"] * 3
+    assert [r.epoch for r in store.reports(result.run_id)][:3] in ([1, 2, 3], [1, 1, 2])
+    assert result.best_value == pytest.approx(3 * result.best_config["x"])
+
+
+def test_a_missing_metric_fails_the_trial_with_a_reason(spec, tmp_path):
+    spec["workload"] = {"name": "tests.user_workloads:not_a_dict"}
+    spec["space"] = {"x": {"type": "float", "low": 0.1, "high": 1.0}}
+    spec["search"].update(max_trials=2)
+    with pytest.raises(BashtError, match="nothing to test"):
+        run_benchmark(Experiment.from_dict(spec), results_root=tmp_path / "results")
+    trials = Store(spec["store"]).trials(Store(spec["store"]).list_runs()[0].id)
+    assert all(t.state == "failed" and "missing or not finite" in t.error for t in trials)
+
+
+def test_grid_search_runs_every_configuration(spec, tmp_path):
+    spec["space"] = {
+        "x": {"type": "choice", "values": [0.0, 0.5]},
+        "n": {"type": "int", "low": 1, "high": 2},
+    }
+    spec["search"].update(sampler="grid", max_trials=None, max_budget=1)
+    result = run_benchmark(Experiment.from_dict(spec), results_root=tmp_path / "results")
+    configs = [t.config for t in Store(spec["store"]).trials(result.run_id)]
+    assert configs == [
+        {"x": 0.0, "n": 1},
+        {"x": 0.0, "n": 2},
+        {"x": 0.5, "n": 1},
+        {"x": 0.5, "n": 2},
+    ]
+
+
+def test_target_stops_the_job(spec, tmp_path):
+    spec["workload"] = {"name": "tests.user_workloads:Counter"}
+    spec["space"] = {"x": {"type": "float", "low": 1.0, "high": 2.0}}
+    spec["search"].update(max_trials=50, max_budget=5, target=2.0)
+    result = run_benchmark(Experiment.from_dict(spec), results_root=tmp_path / "results")
+    trials = Store(spec["store"]).trials(result.run_id)
+    assert len(trials) < 50
+    assert result.best_value >= 2.0

@@ -1,0 +1,111 @@
+"""The local executor: persistent workers, per-epoch commands, pause/resume, crashes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from basht.engine import COMPLETE, CONTINUE, PAUSE, STOP, LocalExecutor, TrialTask, WorkloadRef
+
+
+@pytest.fixture
+def executor():
+    ex = LocalExecutor(workers=2, threads=1)
+    ex.start()
+    yield ex
+    ex.shutdown()
+
+
+def _next(ex: LocalExecutor, kind: str, trial_id: int, timeout_s: float = 60.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for event in ex.poll(1.0):
+            if event.trial_id == trial_id and event.kind == kind:
+                return event
+            if event.kind == "failed":
+                raise AssertionError(f"trial {event.trial_id} failed: {event.error}")
+    raise AssertionError(f"no {kind} event for trial {trial_id}")
+
+
+def _train(ex, task, epochs: int, end: str, path: str | None = None):
+    """Drive one trial for `epochs` epochs, then end it with `end`; returns its reports."""
+    ex.submit(task)
+    reports = []
+    for i in range(epochs):
+        reports.append(_next(ex, "report", task.trial_id))
+        if i < epochs - 1:
+            ex.command(task.trial_id, CONTINUE)
+    ex.command(task.trial_id, end, path)
+    return reports, _next(
+        ex, {PAUSE: "paused", STOP: "stopped", COMPLETE: "completed"}[end], task.trial_id
+    )
+
+
+@pytest.mark.parametrize("workload", ["digits-mlp", "digits-sgd"])
+def test_pause_and_resume_equals_an_uninterrupted_trial(executor, tmp_path, workload):
+    ref = WorkloadRef(workload, {}, experiment_seed=0)
+    config = (
+        {"lr": 0.01, "hidden": 32, "batch_size": 64}
+        if workload == "digits-mlp"
+        else {"alpha": 1e-3}
+    )
+    straight, _ = _train(executor, TrialTask(1, config, ref, seed=11), 4, COMPLETE)
+
+    path = str(tmp_path / "ckpt.pkl")
+    first, paused = _train(executor, TrialTask(2, config, ref, seed=11), 2, PAUSE, path)
+    assert paused.path == path and os.path.exists(path)
+    resumed_task = TrialTask(2, config, ref, seed=11, start_epoch=2, resume_from=path)
+    second, _ = _train(executor, resumed_task, 2, COMPLETE)
+
+    assert [r.epoch for r in first + second] == [1, 2, 3, 4]
+    assert [r.metrics for r in first + second] == [r.metrics for r in straight]
+
+
+def test_stop_ends_a_running_trial_and_frees_the_worker(executor):
+    ref = WorkloadRef("sleep", {"epoch_s": 0.01})
+    reports, stopped = _train(executor, TrialTask(1, {"x": 0.0}, ref, seed=0), 2, STOP)
+    assert stopped.kind == "stopped" and stopped.epoch == 2
+    assert executor.idle_workers == 2
+
+
+def test_each_trial_load_train_validate_are_timed(executor):
+    ref = WorkloadRef("sleep", {"epoch_s": 0.05})
+    task = TrialTask(1, {"x": 0.0}, ref, seed=0)
+    executor.submit(task)
+    loaded = _next(executor, "loaded", 1)
+    report = _next(executor, "report", 1)
+    executor.command(1, COMPLETE)
+    _next(executor, "completed", 1)
+    assert loaded.load_s >= 0 and report.train_s >= 0.05 and report.validate_s >= 0
+
+
+def test_a_killed_worker_fails_its_trial_and_is_replaced(executor):
+    ref = WorkloadRef("sleep", {"epoch_s": 5.0})
+    executor.submit(TrialTask(1, {"x": 0.0}, ref, seed=0))
+    _next(executor, "loaded", 1)
+    slot = next(s for s in executor._slots if s.trial_id == 1)
+    os.kill(slot.process.pid, signal.SIGKILL)
+    failed = None
+    deadline = time.monotonic() + 30
+    while failed is None and time.monotonic() < deadline:
+        failed = next((e for e in executor.poll(1.0) if e.kind == "failed"), None)
+    assert failed is not None and "died" in failed.error
+    assert executor.idle_workers == 2
+    _train(executor, TrialTask(2, {"x": 0.0}, WorkloadRef("sleep"), seed=0), 1, COMPLETE)
+
+
+def test_workers_are_held_to_their_thread_count():
+    ex = LocalExecutor(workers=1, threads=2)
+    ex.start()
+    try:
+        ex.submit(TrialTask(1, {}, WorkloadRef("tests.user_workloads:thread_probe"), seed=0))
+        report = _next(ex, "report", 1)
+        ex.command(1, COMPLETE)
+    finally:
+        ex.shutdown()
+    assert report.metrics["torch_threads"] == 2
+    assert report.metrics["omp_env"] == 2
+    assert report.metrics["max_pool_threads"] <= 2

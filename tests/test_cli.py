@@ -1,0 +1,131 @@
+"""`basht run` for real, in a subprocess: the store, results.json, `runs`, `report`, and Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import yaml
+
+from basht.store import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
+
+
+def _basht(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "basht.cli", *args],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_basht_run_writes_store_and_results(spec, write_spec, tmp_path):
+    spec["workload"]["params"] = {"epoch_s": 0.01}
+    spec["search"].update(max_budget=2, max_trials=4)
+    proc = _basht("run", str(write_spec(spec)), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "best validation accuracy" in proc.stdout and "JCT" in proc.stdout
+
+    store = Store(spec["store"])
+    (run,) = store.list_runs()
+    assert run.status == "completed"
+    assert [p.name for p in store.phases(run.id)] == [
+        "deploy",
+        "setup",
+        "run",
+        "collect_results",
+        "test",
+        "collect_metrics",
+        "undeploy",
+    ]
+    trials = store.trials(run.id)
+    assert len(trials) == 4 and all(t.state == "completed" for t in trials)
+    assert len(store.reports(run.id)) == 8
+
+    results = json.loads((tmp_path / "results" / run.id / "results.json").read_text())
+    assert results["run_id"] == run.id and results["status"] == "completed"
+    assert results["best"]["value"] == run.best_value
+    assert len(results["trials"]) == 4 and results["metrics"]["JCT"]["unit"] == "ms"
+
+    listed = _basht("runs", "--store", spec["store"], cwd=tmp_path)
+    assert run.id in listed.stdout
+    shown = _basht("report", run.id[:12], "--store", spec["store"], "--json", cwd=tmp_path)
+    assert json.loads(shown.stdout)["run_id"] == run.id
+
+
+def test_report_of_an_unknown_run_is_one_line(tmp_path):
+    proc = _basht("report", "nope", "--store", f"sqlite:///{tmp_path / 'x.db'}", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "no run matching 'nope'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _spawned_workers() -> set[int]:
+    pids = set()
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if "multiprocessing.spawn" in cmd or "spawn_main" in cmd:
+            pids.add(p.pid)
+    return pids
+
+
+def test_sigint_keeps_every_finished_trial_and_leaves_a_consistent_store(spec, tmp_path):
+    spec["workload"]["params"] = {"epoch_s": 0.1}
+    spec["search"].update(max_budget=3, max_trials=200)
+    path = tmp_path / "long.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    before = _spawned_workers()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "basht.cli", "run", "-q", str(path)],
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # A shell that starts jobs in the background ignores SIGINT for them; undo that here.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    store_path = tmp_path / "basht.db"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        if store_path.exists():
+            runs = Store(spec["store"]).list_runs()
+            if runs and Store(spec["store"]).trial_counts(runs[0].id).get("completed", 0) >= 3:
+                break
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+
+    store = Store(spec["store"])
+    (run,) = store.list_runs()
+    assert run.status == "interrupted"
+    trials = store.trials(run.id)
+    states = {t.state for t in trials}
+    assert "running" not in states and "pending" not in states
+    completed = [t for t in trials if t.state == "completed"]
+    assert len(completed) >= 3
+    reports = store.reports(run.id)
+    for t in completed:
+        assert [r.epoch for r in reports if r.trial_id == t.id] == [1, 2, 3]
+    phases = store.phases(run.id)
+    assert phases[-1].name == "undeploy" and any(p.name == "run" and p.aborted for p in phases)
+    assert (
+        json.loads((Path(run.results_dir) / "results.json").read_text())["status"] == "interrupted"
+    )
+    time.sleep(0.5)
+    assert not (_spawned_workers() - before), "worker processes outlived the run"

@@ -1,0 +1,61 @@
+"""User workloads given as `package.module:attr`, as a user's own project would write them."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from basht.workloads import Resources
+
+
+class Counter:
+    """A class workload: value grows with epochs; raises in load when config has `boom`."""
+
+    def __init__(self, seed: int = 0, fail_value: Any = "boom"):
+        self.fail_value = fail_value
+        self.epoch = 0
+
+    def load(self, config: dict[str, Any], resources: Resources) -> None:
+        if config.get("kind") == self.fail_value:
+            raise RuntimeError("this configuration always crashes")
+        self.rate = float(config.get("x", 1.0))
+
+    def train(self, epochs: int) -> None:
+        self.epoch += epochs
+
+    def validate(self) -> dict[str, float]:
+        return {"accuracy": self.rate * self.epoch}
+
+    def test(self) -> dict[str, float]:
+        return {"accuracy": self.rate * self.epoch}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"epoch": self.epoch}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.epoch = state["epoch"]
+
+
+def objective(config: dict[str, Any], trial: Any) -> None:
+    """A plain-function workload: reports once per epoch up to the trial's budget."""
+    for step in range(1, (trial.budget or 3) + 1):
+        trial.report(step, accuracy=float(config.get("x", 1.0)) * step)
+
+
+def thread_probe(config: dict[str, Any], trial: Any) -> None:
+    """Reports how many threads the worker's math libraries were given."""
+    import torch
+    from threadpoolctl import threadpool_info
+
+    pools = [p["num_threads"] for p in threadpool_info()]
+    trial.report(
+        1,
+        accuracy=1.0,
+        torch_threads=torch.get_num_threads(),
+        omp_env=int(os.environ.get("OMP_NUM_THREADS", "0")),
+        max_pool_threads=max(pools) if pools else 0,
+    )
+
+
+def not_a_dict(config: dict[str, Any], trial: Any) -> None:
+    trial.report(1, accuracy=float("nan"))
