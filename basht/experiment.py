@@ -156,6 +156,8 @@ class SearchSpec(_Strict):
     def _budgets(self) -> SearchSpec:
         if self.max_budget is None and self.pruner != "asha":
             raise ValueError("max_budget may be null (unbounded) only with pruner: asha")
+        if self.max_budget is None and self.time_budget_s is None and self.target is None:
+            raise ValueError("an unbounded max_budget needs time_budget_s or target to end the run")
         if self.max_budget is not None and self.min_budget > self.max_budget:
             raise ValueError(
                 f"min_budget must not exceed max_budget, got {self.min_budget} > {self.max_budget}"

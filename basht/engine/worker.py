@@ -206,8 +206,8 @@ class _FunctionReporter:
         self._last = time.perf_counter()
         if command == CONTINUE:
             return
-        # A function cannot be checkpointed: a pause is a stop.
-        self.outcome = "completed" if command == COMPLETE else "stopped"
+        # A function cannot be checkpointed: a paused one starts again from scratch if resumed.
+        self.outcome = {COMPLETE: "completed", PAUSE: "paused"}.get(command, "stopped")
         raise StopTrial(self.outcome)
 
 

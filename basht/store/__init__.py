@@ -3,6 +3,7 @@
 from basht.store.repository import TRIAL_STATES, Store
 from basht.store.schema import (
     CheckpointRow,
+    DecisionRow,
     ExperimentRow,
     MetricRow,
     PhaseRow,
@@ -15,6 +16,7 @@ from basht.store.schema import (
 __all__ = [
     "TRIAL_STATES",
     "CheckpointRow",
+    "DecisionRow",
     "ExperimentRow",
     "MetricRow",
     "PhaseRow",

@@ -20,6 +20,7 @@ from basht.errors import StoreError
 from basht.store.schema import (
     Base,
     CheckpointRow,
+    DecisionRow,
     ExperimentRow,
     MetricRow,
     PhaseRow,
@@ -153,11 +154,13 @@ class Store:
         end: float,
         aborted: bool = False,
         error: str | None = None,
+        attempt: int = 1,
     ) -> None:
         self._write(
             insert(PhaseRow).values(
                 run_id=run_id,
                 name=name,
+                attempt=attempt,
                 start=start,
                 end=end,
                 duration_s=end - start,
@@ -180,19 +183,29 @@ class Store:
         number: int,
         config: dict[str, Any],
         target_budget: int | None,
+        decision: dict[str, Any] | None = None,
         **values: Any,
     ) -> int:
+        """A new trial; `decision` (the suggestion that made it) is logged in the same transaction."""
         row = {"state": "pending", "budget": 0, "load_s": 0.0, "train_s": 0.0, "validate_s": 0.0}
         row.update(values)
-        result = self._write(
-            insert(TrialRow).values(
-                run_id=run_id, number=number, config=config, target_budget=target_budget, **row
+        with self.engine.begin() as conn:
+            result = conn.execute(
+                insert(TrialRow).values(
+                    run_id=run_id, number=number, config=config, target_budget=target_budget, **row
+                )
             )
-        )
+            if decision is not None:
+                conn.execute(insert(DecisionRow).values(**decision))
         return int(result.inserted_primary_key[0])
 
-    def update_trial(self, trial_id: int, **values: Any) -> None:
-        self._write(update(TrialRow).where(TrialRow.id == trial_id).values(**values))
+    def update_trial(
+        self, trial_id: int, decision: dict[str, Any] | None = None, **values: Any
+    ) -> None:
+        statements = [update(TrialRow).where(TrialRow.id == trial_id).values(**values)]
+        if decision is not None:
+            statements.append(insert(DecisionRow).values(**decision))
+        self._write(*statements)
 
     def add_trial_time(self, trial_id: int, *, load_s: float = 0.0) -> None:
         self._write(
@@ -207,9 +220,12 @@ class Store:
         metrics: dict[str, float],
         train_s: float,
         validate_s: float,
+        decision: dict[str, Any] | None = None,
     ) -> None:
-        """One epoch's result; the trial's running totals move with it in the same transaction."""
+        """One epoch's result; the trial's totals and the algorithm's decision in one transaction."""
+        extra = [insert(DecisionRow).values(**decision)] if decision is not None else []
         self._write(
+            *extra,
             insert(TrialReportRow).values(
                 trial_id=trial_id,
                 epoch=epoch,
@@ -254,6 +270,14 @@ class Store:
                 .order_by(TrialReportRow.id)
             )
             return s.scalars(query).all()
+
+    def decisions(self, run_id: str) -> Sequence[DecisionRow]:
+        with self.session() as s:
+            query = select(DecisionRow).where(DecisionRow.run_id == run_id)
+            return s.scalars(query.order_by(DecisionRow.seq)).all()
+
+    def log_decision(self, decision: dict[str, Any]) -> None:
+        self._write(insert(DecisionRow).values(**decision))
 
     # -- checkpoints ------------------------------------------------------------------------
 

@@ -57,6 +57,7 @@ class PhaseRow(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("run.id"), index=True)
     name: Mapped[str] = mapped_column(String(40))
+    attempt: Mapped[int] = mapped_column(Integer, default=1)  # 2, 3, ... after `basht resume`
     start: Mapped[float] = mapped_column(Float)  # unix time, seconds
     end: Mapped[float] = mapped_column(Float)
     duration_s: Mapped[float] = mapped_column(Float)
@@ -96,6 +97,22 @@ class TrialReportRow(Base):
     train_s: Mapped[float] = mapped_column(Float)
     validate_s: Mapped[float] = mapped_column(Float)
     at: Mapped[float] = mapped_column(Float)
+
+
+class DecisionRow(Base):
+    """One call of the algorithm, in order: replaying them rebuilds its state exactly."""
+
+    __tablename__ = "decision"
+    __table_args__ = (UniqueConstraint("run_id", "seq"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("run.id"), index=True)
+    seq: Mapped[int] = mapped_column(Integer)
+    op: Mapped[str] = mapped_column(String(10))  # suggest | report | complete | fail
+    trial: Mapped[int] = mapped_column(Integer)
+    budget: Mapped[int | None] = mapped_column(Integer)
+    value: Mapped[float | None] = mapped_column(Float)
+    result: Mapped[str | None] = mapped_column(String(20))  # new | resume | continue | pause | stop
 
 
 class CheckpointRow(Base):

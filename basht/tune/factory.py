@@ -2,23 +2,40 @@
 
 from __future__ import annotations
 
-from basht.errors import ExperimentError
 from basht.experiment import Experiment
+from basht.tune.asha import ASHA, AsyncHyperband
 from basht.tune.base import Algorithm
 from basht.tune.basic import FullBudgetSearch
+from basht.tune.hyperband import SHA, Hyperband
 
 
 def make_algorithm(experiment: Experiment, can_checkpoint: bool = True) -> Algorithm:
+    """`pruner: asha` (and async-hyperband) promote when the workload can checkpoint, else stop."""
     search = experiment.search
+    common = {
+        "metric": search.metric,
+        "mode": search.mode,
+        "sampler": search.sampler,
+        "seed": experiment.seed,
+        "max_trials": search.max_trials,
+    }
+    space = experiment.search_space
+    variant = "promotion" if can_checkpoint else "stopping"
+    budgets = {"min_budget": search.min_budget, "max_budget": search.max_budget, "eta": search.eta}
     if search.pruner == "none":
         assert search.max_budget is not None
-        return FullBudgetSearch(
-            experiment.search_space,
-            metric=search.metric,
-            mode=search.mode,
-            max_budget=search.max_budget,
-            max_trials=search.max_trials,
-            sampler=search.sampler,
-            seed=experiment.seed,
-        )
-    raise ExperimentError(f"search.pruner: {search.pruner!r} is not available in this version")
+        return FullBudgetSearch(space, max_budget=search.max_budget, **common)
+    if search.pruner == "asha":
+        return ASHA(space, variant=variant, **budgets, **common)
+    if search.pruner == "async-hyperband":
+        return AsyncHyperband(space, variant=variant, **budgets, **common)
+    if search.pruner == "sha":
+        return SHA(space, **budgets, **common)
+    return Hyperband(space, **budgets, **common)
+
+
+def describe(algorithm: Algorithm) -> str:
+    """One line for the run's output: which algorithm, and which ASHA variant."""
+    variant = getattr(algorithm, "variant", None)
+    name = type(algorithm).__name__
+    return f"{name} ({variant})" if variant else name

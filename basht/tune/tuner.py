@@ -32,7 +32,11 @@ log = logging.getLogger(__name__)
 
 
 class Executor(Protocol):
-    """What the Tuner needs from an engine (local processes, Ray actors, a virtual clock)."""
+    """What the Tuner needs from an engine (local processes, Ray actors, a virtual clock).
+
+    An executor may also define `now() -> float` (seconds); the Tuner then measures time budgets
+    and timestamps on that clock, which is how a simulated executor runs on virtual time.
+    """
 
     @property
     def idle_workers(self) -> int: ...
@@ -54,17 +58,18 @@ class TunerStatus:
     best_config: dict[str, Any] | None = None
     started: float = field(default_factory=time.monotonic)
     stop_reason: str | None = None
+    clock: Callable[[], float] = time.monotonic
 
     @property
     def elapsed_s(self) -> float:
-        return time.monotonic() - self.started
+        return self.clock() - self.started
 
 
 @dataclass
 class _Trial:
     row_id: int
     config: dict[str, Any]
-    target_budget: int
+    target_budget: int | None
     seed: int
     budget: int = 0
     value: float | None = None
@@ -72,6 +77,26 @@ class _Trial:
     final_checkpoint: str | None = None
     state: str = "pending"
     failure: str | None = None
+    # After `basht resume`: epochs up to `told` were already reported to the algorithm, whose
+    # answer at `told` was `told_decision`; a restarted trial replays them without asking again.
+    told: int = 0
+    told_decision: Decision | None = None
+
+
+@dataclass(frozen=True)
+class RestoredTrial:
+    """A trial as the store left it, for continuing a run (`basht resume`)."""
+
+    number: int
+    row_id: int
+    config: dict[str, Any]
+    state: str
+    budget: int
+    target_budget: int | None
+    value: float | None
+    checkpoint: str | None
+    told: int = 0
+    told_decision: Decision | None = None
 
 
 def trial_seed(experiment_seed: int, trial_id: int) -> int:
@@ -80,13 +105,18 @@ def trial_seed(experiment_seed: int, trial_id: int) -> int:
 
 
 class Tuner:
-    """Runs one algorithm on one executor until the algorithm is done or a limit is hit."""
+    """Runs one algorithm on one executor until the algorithm is done or a limit is hit.
+
+    Every call of the algorithm is logged in the store in the same transaction as the record it
+    produced (trial, report, end), so the log replays the algorithm exactly (`replay`) and a
+    `basht resume` continues where the run stopped.
+    """
 
     def __init__(
         self,
         algorithm: Algorithm,
         executor: Executor,
-        store: Store,
+        store: Store | None,
         run_id: str,
         workload: WorkloadRef,
         *,
@@ -96,17 +126,23 @@ class Tuner:
         time_budget_s: float | None = None,
         on_update: Callable[[TunerStatus], None] | None = None,
     ):
-        self.algorithm, self.executor, self.store, self.run_id = algorithm, executor, store, run_id
+        self.algorithm, self.executor, self.run_id = algorithm, executor, run_id
+        # Without a store (simulation at scale) the same loop runs with nothing written.
+        self.store: Store | _NoStore = store if store is not None else _NoStore()
+        self._logging = store is not None
+        self.clock: Callable[[], float] = getattr(executor, "now", time.time)
         self.workload = workload
         self.metric, self.mode = algorithm.metric, algorithm.mode
         self.checkpoint_dir = checkpoint_dir
         self.can_checkpoint = can_checkpoint
         self.target, self.time_budget_s = target, time_budget_s
         self.on_update = on_update
-        self.status = TunerStatus()
+        self.status = TunerStatus(started=self.clock(), clock=self.clock)
         self.trials: dict[int, _Trial] = {}
         self._best_completed: tuple[float, int] | None = None
         self._running: set[int] = set()
+        self._restarts: list[int] = []
+        self._seq = 0
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -123,41 +159,68 @@ class Tuner:
         except BaseException:
             self._abort_running()
             raise
+        self._close_paused()
         self._notify()
         return self.status
 
     def _fill_idle_workers(self) -> None:
         while self.status.stop_reason is None and self.executor.idle_workers > 0:
+            if self._restarts:
+                self._restart(self._restarts.pop(0))
+                continue
             suggestion = self.algorithm.suggest()
             if suggestion is None:
                 return
             self._start(suggestion)
 
     def _start(self, s: Suggestion) -> None:
-        now = time.time()
+        now = self.clock()
         trial = self.trials.get(s.trial_id)
+        decision = self._log(
+            "suggest", s.trial_id, s.budget, result="resume" if s.resume else "new"
+        )
         if trial is None:
             seed = trial_seed(self.workload.experiment_seed, s.trial_id)
             row_id = self.store.add_trial(
-                self.run_id, s.trial_id, s.config, s.budget, state="running", started_at=now
+                self.run_id,
+                s.trial_id,
+                s.config,
+                s.budget,
+                decision=decision,
+                state="running",
+                started_at=now,
             )
             trial = self.trials[s.trial_id] = _Trial(row_id, dict(s.config), s.budget, seed)
+            decision = None
         elif not s.resume:
             raise RuntimeError(f"trial {s.trial_id} suggested twice without resume")
-        trial.target_budget, trial.state = s.budget, "running"
+        trial.target_budget = s.budget
+        self._submit(s.trial_id, trial, resume=s.resume, decision=decision)
+
+    def _submit(
+        self, trial_id: int, trial: _Trial, resume: bool, decision: dict[str, Any] | None = None
+    ) -> None:
+        # Without a checkpoint a resumed trial starts again from scratch (a function workload).
+        from_checkpoint = resume and trial.checkpoint is not None
         task = TrialTask(
-            trial_id=s.trial_id,
+            trial_id=trial_id,
             config=trial.config,
             workload=self.workload,
             seed=trial.seed,
-            target_budget=s.budget,
-            start_epoch=trial.budget if s.resume else 0,
-            resume_from=trial.checkpoint if s.resume else None,
+            target_budget=trial.target_budget,
+            start_epoch=trial.budget if from_checkpoint else 0,
+            resume_from=trial.checkpoint if from_checkpoint else None,
         )
         worker = self.executor.submit(task)
-        self._running.add(s.trial_id)
+        trial.state = "running"
+        self._running.add(trial_id)
         self.store.update_trial(
-            trial.row_id, state="running", worker=worker, target_budget=s.budget, ended_at=None
+            trial.row_id,
+            decision=decision,
+            state="running",
+            worker=worker,
+            target_budget=trial.target_budget,
+            ended_at=None,
         )
         self.status.counts["running"] += 1
 
@@ -175,84 +238,107 @@ class Tuner:
     def _on_report(self, event: TrialEvent, trial: _Trial) -> None:
         value = event.metrics.get(self.metric)
         trial.budget = event.epoch
-        self.store.add_report(
-            trial.row_id, event.epoch, value, event.metrics, event.train_s, event.validate_s
-        )
+        args = (trial.row_id, event.epoch, value, event.metrics, event.train_s, event.validate_s)
         if value is None or not np.isfinite(value):
             got = ", ".join(event.metrics) or "nothing"
             trial.failure = (
                 f"metric {self.metric!r} missing or not finite in the report (got: {got})"
             )
+            self.store.add_report(*args)
             self.executor.command(event.trial_id, STOP)
             return
         trial.value = value
         if self.status.stop_reason is not None and not self._is_target(value):
+            self.store.add_report(*args)
             self.executor.command(event.trial_id, STOP)
             return
-        decision = self.algorithm.report(event.trial_id, event.epoch, value)
+        if event.epoch < trial.told:
+            decision = Decision.CONTINUE  # the algorithm heard this before the run was resumed
+            self.store.add_report(*args)
+        elif event.epoch == trial.told and trial.told_decision is not None:
+            decision = trial.told_decision
+            self.store.add_report(*args)
+        else:
+            decision = self.algorithm.report(event.trial_id, event.epoch, value)
+            logged = self._log("report", event.trial_id, event.epoch, value, decision.value)
+            self.store.add_report(*args, decision=logged)
         if self._is_target(value):
             self.status.stop_reason = self.status.stop_reason or f"target {self.target} reached"
             self._complete(event.trial_id, trial)
-            return
-        if decision is Decision.PAUSE and not self.can_checkpoint:
-            decision = Decision.STOP  # a workload without checkpoints cannot be resumed
-        if decision is Decision.STOP:
+        elif decision is Decision.STOP:
             self.executor.command(event.trial_id, STOP)
         elif decision is Decision.PAUSE:
-            path = self._checkpoint_path(event.trial_id, event.epoch)
+            path = (
+                self._checkpoint_path(event.trial_id, event.epoch) if self.can_checkpoint else None
+            )
             self.executor.command(event.trial_id, PAUSE, path)
-        elif event.epoch >= trial.target_budget:
+        elif trial.target_budget is not None and event.epoch >= trial.target_budget:
             self._complete(event.trial_id, trial)
         else:
             self.executor.command(event.trial_id, CONTINUE)
 
     def _complete(self, trial_id: int, trial: _Trial) -> None:
-        """Finish a trial; keep its final state only while it is the best completed one."""
+        """Finish a trial; keep its final state only if it may be the best completed one."""
         assert trial.value is not None
-        keep = self.can_checkpoint and (
-            self._best_completed is None or better(trial.value, self._best_completed[0], self.mode)
-        )
+        keep = self.can_checkpoint and self._beats_best(trial.value)
         path = self._checkpoint_path(trial_id, trial.budget, final=True) if keep else None
         self.executor.command(trial_id, COMPLETE, path)
+
+    def _beats_best(self, value: float) -> bool:
+        return self._best_completed is None or better(value, self._best_completed[0], self.mode)
 
     def _on_end(self, event: TrialEvent, trial: _Trial) -> None:
         self._running.discard(event.trial_id)
         self.status.counts["running"] -= 1
-        state = event.kind
+        state, error = event.kind, event.error
         if trial.failure is not None:
             state, error = "failed", trial.failure
-        else:
-            error = event.error
-        values: dict[str, Any] = {
-            "state": state,
-            "ended_at": event.at or time.time(),
-            "error": error,
-        }
+        decision = None
         if event.kind == "paused" and event.path:
             self._replace_checkpoint(trial, event.path, "pause")
-        if event.kind == "completed":
+        if state == "completed":
             self.algorithm.complete(event.trial_id)
-            if event.path:
-                self._keep_best_final(event.trial_id, trial, event.path)
-            self._update_best(event.trial_id, trial)
+            decision = self._log("complete", event.trial_id, trial.budget)
+            self._record_completion(event.trial_id, trial, event.path)
         elif state == "failed":
             self.algorithm.fail(event.trial_id)
+            decision = self._log("fail", event.trial_id, trial.budget)
             log.warning("trial %d failed: %s", event.trial_id, error)
         if state in ("stopped", "failed") and trial.checkpoint:
             self._delete_checkpoint(trial.checkpoint)  # never resumed: free the disk
             trial.checkpoint = None
         trial.state = state
-        self.store.update_trial(trial.row_id, **values)
+        self.store.update_trial(
+            trial.row_id,
+            decision=decision,
+            state=state,
+            ended_at=event.at or self.clock(),
+            error=error,
+        )
         self.status.counts[state] += 1
 
-    def _update_best(self, trial_id: int, trial: _Trial) -> None:
-        if trial.value is not None and better(trial.value, self.status.best_value, self.mode):
+    def _record_completion(self, trial_id: int, trial: _Trial, path: str | None) -> None:
+        assert trial.value is not None
+        if trial.checkpoint:
+            self._delete_checkpoint(trial.checkpoint)
+            trial.checkpoint = None
+        if better(trial.value, self.status.best_value, self.mode):
             self.status.best_value, self.status.best_trial = trial.value, trial_id
             self.status.best_config = trial.config
-        if trial.value is not None and (
-            self._best_completed is None or better(trial.value, self._best_completed[0], self.mode)
-        ):
+        if self._beats_best(trial.value):
+            previous = self._best_completed
             self._best_completed = (trial.value, trial_id)
+            if previous is not None:
+                old = self.trials[previous[1]]
+                if old.final_checkpoint:
+                    self._delete_checkpoint(old.final_checkpoint)
+                    old.final_checkpoint = None
+            if path:
+                trial.final_checkpoint = path
+                self.store.add_checkpoint(trial.row_id, trial.budget, path, "final")
+        elif path:
+            # Another trial completed better while this one was saving: its state is not needed.
+            Path(path).unlink(missing_ok=True)
 
     def _is_target(self, value: float) -> bool:
         if self.target is None:
@@ -270,16 +356,50 @@ class Tuner:
 
     def _abort_running(self) -> None:
         """Ctrl-C or a crash of the loop: what was running is recorded as aborted, the rest kept."""
-        now = time.time()
+        now = self.clock()
         for trial_id in list(self._running):
             trial = self.trials[trial_id]
             trial.state = "aborted"
             self.store.update_trial(trial.row_id, state="aborted", ended_at=now)
         self._running.clear()
 
+    def _close_paused(self) -> None:
+        """The run is over, so a trial still paused will never resume: it was stopped early."""
+        for trial in self.trials.values():
+            if trial.state == "paused":
+                if trial.checkpoint:
+                    self._delete_checkpoint(trial.checkpoint)
+                    trial.checkpoint = None
+                trial.state = "stopped"
+                self.store.update_trial(trial.row_id, state="stopped")
+                self.status.counts["paused"] -= 1
+                self.status.counts["stopped"] += 1
+
     def _notify(self) -> None:
         if self.on_update is not None:
             self.on_update(self.status)
+
+    def _log(
+        self,
+        op: str,
+        trial_id: int,
+        budget: int | None = None,
+        value: float | None = None,
+        result: str | None = None,
+    ) -> dict[str, Any] | None:
+        """The decision-log row for one algorithm call (None when nothing is stored)."""
+        if not self._logging:
+            return None
+        self._seq += 1
+        return {
+            "run_id": self.run_id,
+            "seq": self._seq,
+            "op": op,
+            "trial": trial_id,
+            "budget": budget,
+            "value": value,
+            "result": result,
+        }
 
     # -- checkpoints ------------------------------------------------------------------------
 
@@ -293,28 +413,60 @@ class Tuner:
         trial.checkpoint = path
         self.store.add_checkpoint(trial.row_id, trial.budget, path, kind)
 
-    def _keep_best_final(self, trial_id: int, trial: _Trial, path: str) -> None:
-        previous = self._best_completed
-        if trial.checkpoint:
-            self._delete_checkpoint(trial.checkpoint)
-            trial.checkpoint = None
-        trial.final_checkpoint = path
-        self.store.add_checkpoint(trial.row_id, trial.budget, path, "final")
-        if previous is not None and previous[1] != trial_id:
-            old = self.trials[previous[1]]
-            if old.final_checkpoint:
-                self._delete_checkpoint(old.final_checkpoint)
-                old.final_checkpoint = None
-
     def _delete_checkpoint(self, path: str) -> None:
         Path(path).unlink(missing_ok=True)
         self.store.mark_checkpoint_deleted(path)
 
-    def best_trial(self) -> _Trial | None:
-        if self._best_completed is not None:
-            return self.trials[self._best_completed[1]]
-        scored = [t for t in self.trials.values() if t.value is not None]
-        if not scored:
-            return None
-        pick = max if self.mode == "max" else min
-        return pick(scored, key=lambda t: t.value)
+    # -- resume -----------------------------------------------------------------------------
+
+    def restore(self, trials: list[RestoredTrial], last_seq: int) -> None:
+        """Take over the trials of an interrupted run; those that were running start again."""
+        self._seq = last_seq
+        for r in sorted(trials, key=lambda t: t.number):
+            seed = trial_seed(self.workload.experiment_seed, r.number)
+            state = "paused" if r.state in ("paused", "aborted", "running", "pending") else r.state
+            trial = _Trial(
+                r.row_id,
+                dict(r.config),
+                r.target_budget,
+                seed,
+                budget=r.budget,
+                value=r.value,
+                checkpoint=r.checkpoint,
+                state=state,
+                told=r.told,
+                told_decision=r.told_decision,
+            )
+            self.trials[r.number] = trial
+            if r.state == "completed" and r.value is not None:
+                if better(r.value, self.status.best_value, self.mode):
+                    self.status.best_value, self.status.best_trial = r.value, r.number
+                    self.status.best_config = trial.config
+                if self._beats_best(r.value):
+                    self._best_completed = (r.value, r.number)
+                    trial.final_checkpoint = r.checkpoint
+            if r.state in ("aborted", "running", "pending"):
+                self._restarts.append(r.number)
+            self.status.counts[trial.state] += 1
+
+    def _restart(self, trial_id: int) -> None:
+        trial = self.trials[trial_id]
+        self.status.counts[trial.state] -= 1
+        # From its last pause if it has one (ASHA promotion), else from scratch.
+        self._submit(trial_id, trial, resume=trial.checkpoint is not None)
+
+
+class _NoStore:
+    """Stands in for the store when a run is simulated: trial ids count up, nothing is kept."""
+
+    def __init__(self) -> None:
+        self._next = 0
+
+    def add_trial(self, *args: Any, **kwargs: Any) -> int:
+        self._next += 1
+        return self._next
+
+    def _ignore(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    update_trial = add_trial_time = add_report = add_checkpoint = mark_checkpoint_deleted = _ignore

@@ -1,0 +1,252 @@
+"""ASHA (Li et al., MLSys 2020) and asynchronous Hyperband: early stopping that never waits.
+
+Two variants share one rung system:
+
+* ``promotion`` (the paper's Algorithm 2, the default): every trial pauses at its rung. A free
+  worker asks `suggest()`, which looks from the top rung down for the best trial in the top
+  floor(n/eta) of its rung that was not promoted yet and resumes it to the next rung; only if no
+  rung has one does a new configuration start at the bottom rung. While a rung holds fewer than
+  eta results nobody in it is promotable, so its trials wait (no early "free pass").
+* ``stopping`` (for workloads that cannot checkpoint): a trial runs on to the maximum budget and is
+  judged as it crosses each rung: it continues only if its rank, counting itself, is below
+  max(1, floor(n/eta)). So while a rung holds fewer than eta results only a new best continues.
+
+Ties go to the earlier result. A report that jumps past several rungs is recorded at each of them
+with the same value. A failed trial keeps its recorded results (they were measured) but is never
+promoted again. With ``max_budget=None`` the rungs go on without end, as in the paper; the run then
+ends on a trial, time or target limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from basht.space import SearchSpace
+from basht.tune._common import NewConfigs, check_budgets, check_mode
+from basht.tune.base import Decision, Suggestion
+from basht.tune.rungs import Rung, ilog, level, rung_levels, signed
+from basht.tune.samplers import Sampler
+
+VARIANTS = ("promotion", "stopping")
+
+
+@dataclass
+class _Trial:
+    config: dict[str, Any]
+    bracket: int
+    rung: int  # the rung the trial is training towards
+    done: bool = False
+
+
+class _Bracket:
+    """One rung system: rungs at min·eta^(s+k), capped at max_budget when there is one."""
+
+    def __init__(self, min_budget: int, max_budget: int | None, eta: int, s: int):
+        self.min_budget, self.max_budget, self.eta, self.s = min_budget, max_budget, eta, s
+        self.levels = (
+            rung_levels(min_budget, max_budget, eta, s) if max_budget is not None else None
+        )
+        self.rungs: list[Rung] = []
+
+    def budget(self, k: int) -> int:
+        if self.levels is not None:
+            return self.levels[k]
+        return level(self.min_budget, self.eta, self.s, k)
+
+    def is_top(self, k: int) -> bool:
+        return self.levels is not None and k == len(self.levels) - 1
+
+    def rung(self, k: int) -> Rung:
+        while len(self.rungs) <= k:
+            self.rungs.append(Rung(self.budget(len(self.rungs))))
+        return self.rungs[k]
+
+    def promotable(self) -> tuple[int, int] | None:
+        """(trial, rung) of the best promotable trial, looking from the highest rung down."""
+        top = len(self.rungs) - 1
+        for k in range(top, -1, -1):
+            if self.is_top(k):
+                continue  # results at the maximum budget are final
+            trial_id = self.rungs[k].best_promotable(self.eta)
+            if trial_id is not None:
+                return trial_id, k
+        return None
+
+
+class AsyncSuccessiveHalving:
+    """Brackets of ASHA; a new configuration joins one bracket, drawn by Hyperband's weights."""
+
+    def __init__(
+        self,
+        space: SearchSpace,
+        *,
+        metric: str,
+        mode: str = "max",
+        min_budget: int = 1,
+        max_budget: int | None = None,
+        eta: int = 3,
+        brackets: list[int],
+        variant: str = "promotion",
+        sampler: str | Sampler = "random",
+        seed: int = 0,
+        max_trials: int | None = None,
+    ):
+        check_budgets(min_budget, max_budget, eta)
+        check_mode(mode)
+        if variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+        if variant == "stopping" and max_budget is None:
+            raise ValueError("the stopping variant needs a max_budget")
+        self.metric, self.mode, self.eta, self.variant = metric, mode, eta, variant
+        self.min_budget, self.max_budget = min_budget, max_budget
+        self.brackets = [_Bracket(min_budget, max_budget, eta, s) for s in brackets]
+        self.new = NewConfigs(space, sampler, seed, max_trials)
+        self.trials: dict[int, _Trial] = {}
+        self.arrivals = 0
+        # Bracket choice has its own stream, so it never shifts the configurations drawn.
+        self._bracket_rng = np.random.default_rng([seed, 1])
+        self._bracket_weights = _hyperband_weights(brackets, eta)
+
+    # -- ask ------------------------------------------------------------------------------------
+
+    def suggest(self) -> Suggestion | None:
+        if self.variant == "promotion":
+            for index, bracket in enumerate(self.brackets):
+                found = bracket.promotable()
+                if found is not None:
+                    return self._promote(index, *found)
+        drawn = self.new.draw()
+        if drawn is None:
+            return None
+        trial_id, config = drawn
+        index = self._pick_bracket()
+        self.trials[trial_id] = _Trial(config, index, 0)
+        bracket = self.brackets[index]
+        budget = bracket.budget(0) if self.variant == "promotion" else self.max_budget
+        assert budget is not None
+        return Suggestion(trial_id, config, budget, meta={"bracket": index, "rung": 0})
+
+    def _promote(self, index: int, trial_id: int, k: int) -> Suggestion:
+        bracket = self.brackets[index]
+        bracket.rungs[k].mark_promoted(trial_id)
+        trial = self.trials[trial_id]
+        trial.rung = k + 1
+        meta = {"bracket": index, "rung": k + 1, "promoted_from": k}
+        return Suggestion(trial_id, trial.config, bracket.budget(k + 1), resume=True, meta=meta)
+
+    def _pick_bracket(self) -> int:
+        if len(self.brackets) == 1:
+            return 0
+        return int(self._bracket_rng.choice(len(self.brackets), p=self._bracket_weights))
+
+    # -- tell -----------------------------------------------------------------------------------
+
+    def report(self, trial_id: int, budget: int, value: float) -> Decision:
+        trial = self.trials[trial_id]
+        bracket = self.brackets[trial.bracket]
+        cost = signed(value, self.mode)
+        while budget >= bracket.budget(trial.rung):
+            k = trial.rung
+            rank = bracket.rung(k).add(trial_id, cost, self._arrival())
+            if bracket.is_top(k):
+                return Decision.CONTINUE  # at the maximum budget: the trial completes here
+            if self.variant == "promotion":
+                return Decision.PAUSE  # wait at the rung until suggest() promotes it
+            if rank >= max(1, bracket.rungs[k].top_count(self.eta)):
+                return Decision.STOP
+            trial.rung = k + 1
+        return Decision.CONTINUE
+
+    def _arrival(self) -> int:
+        self.arrivals += 1
+        return self.arrivals
+
+    def complete(self, trial_id: int) -> None:
+        self.trials[trial_id].done = True
+
+    def fail(self, trial_id: int) -> None:
+        trial = self.trials[trial_id]
+        trial.done = True
+        for rung in self.brackets[trial.bracket].rungs:
+            rung.withdraw(trial_id)
+
+    def is_finished(self) -> bool:
+        if self.new.available():
+            return False
+        return self.variant == "stopping" or all(b.promotable() is None for b in self.brackets)
+
+
+def _hyperband_weights(brackets: list[int], eta: int) -> np.ndarray:
+    """P(bracket s) proportional to the trials Hyperband gives it: ceil((S+1)·eta^(S-s)/(S-s+1)).
+
+    Here s is the bracket's minimum early-stopping rate, so s = 0 is the most aggressive bracket
+    (the one with the most configurations).
+    """
+    top = max(brackets)
+    counts = [-(-(top + 1) * eta ** (top - s) // (top - s + 1)) for s in brackets]
+    weights = np.array(counts, dtype=float)
+    return weights / weights.sum()
+
+
+def ASHA(  # noqa: N802 - reads as the algorithm's name
+    space: SearchSpace,
+    *,
+    metric: str,
+    mode: str = "max",
+    min_budget: int = 1,
+    max_budget: int | None = None,
+    eta: int = 3,
+    min_early_stopping_rate: int = 0,
+    variant: str = "promotion",
+    sampler: str | Sampler = "random",
+    seed: int = 0,
+    max_trials: int | None = None,
+) -> AsyncSuccessiveHalving:
+    """The paper's ASHA: one bracket with rungs at min_budget·eta^(s+k)."""
+    return AsyncSuccessiveHalving(
+        space,
+        metric=metric,
+        mode=mode,
+        min_budget=min_budget,
+        max_budget=max_budget,
+        eta=eta,
+        brackets=[min_early_stopping_rate],
+        variant=variant,
+        sampler=sampler,
+        seed=seed,
+        max_trials=max_trials,
+    )
+
+
+def AsyncHyperband(  # noqa: N802 - reads as the algorithm's name
+    space: SearchSpace,
+    *,
+    metric: str,
+    mode: str = "max",
+    min_budget: int = 1,
+    max_budget: int,
+    eta: int = 3,
+    variant: str = "promotion",
+    sampler: str | Sampler = "random",
+    seed: int = 0,
+    max_trials: int | None = None,
+) -> AsyncSuccessiveHalving:
+    """Hyperband's brackets run as ASHA; each new configuration draws its bracket (seeded)."""
+    check_budgets(min_budget, max_budget, eta)
+    s_max = ilog(max_budget // min_budget, eta)
+    return AsyncSuccessiveHalving(
+        space,
+        metric=metric,
+        mode=mode,
+        min_budget=min_budget,
+        max_budget=max_budget,
+        eta=eta,
+        brackets=list(range(s_max + 1)),
+        variant=variant,
+        sampler=sampler,
+        seed=seed,
+        max_trials=max_trials,
+    )

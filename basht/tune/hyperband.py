@@ -1,0 +1,236 @@
+"""Synchronous successive halving and Hyperband (Li et al., JMLR 2018).
+
+A bracket starts n configurations at its first rung and waits until every one of them has a
+result there; then the top floor(n_0 / eta^(k+1)) (at least one) resume from their checkpoints to
+the next rung and the rest are done. Hyperband runs brackets of every shape from the most
+aggressive (s = 0, the most rungs) to plain random search. When a bracket has no job for a free
+worker because it waits for a rung to fill, the next bracket starts (the parallel scheme of BOHB,
+also what Ray's HyperBandScheduler does), so workers idle only when the trial limit is reached.
+
+Ties go to the earlier result. A failed trial counts as the worst result of its rung.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from basht.space import SearchSpace
+from basht.tune._common import NewConfigs, check_budgets, check_mode
+from basht.tune.base import Decision, Suggestion
+from basht.tune.rungs import ilog, rung_levels, signed
+from basht.tune.samplers import Sampler
+
+
+def bracket_size(s_max: int, s: int, eta: int) -> int:
+    """Hyperband's n for the bracket with early-stopping rate s: ceil((S+1)·eta^(S-s) / (S-s+1))."""
+    rungs = s_max - s
+    return -(-(s_max + 1) * eta**rungs // (rungs + 1))
+
+
+class _SyncBracket:
+    def __init__(self, index: int, s: int, levels: list[int], n: int, eta: int):
+        self.index, self.s, self.levels, self.n, self.eta = index, s, levels, n, eta
+        self.k = 0
+        self.to_start = n  # new configurations still to draw for rung 0
+        self.queue: deque[int] = deque()  # promoted trials waiting for a worker
+        self.members: set[int] = set()  # trials that owe a result at rung k
+        self.results: dict[int, tuple[float, int]] = {}
+        self.done = False
+
+    def survivors(self, k: int) -> int:
+        return max(1, self.n // self.eta ** (k + 1))
+
+    def rung_complete(self) -> bool:
+        return self.to_start == 0 and not self.queue and len(self.results) == len(self.members)
+
+    def advance(self) -> list[int]:
+        """Close rung k: keep the best, return the trials that are out."""
+        ranked = sorted(self.results, key=lambda t: self.results[t])
+        keep = ranked[: self.survivors(self.k)]
+        if self.k == len(self.levels) - 1:
+            self.done = True
+            return []
+        self.k += 1
+        self.queue.extend(keep)
+        self.members = set(keep)
+        self.results = {}
+        return ranked[len(keep) :]
+
+
+class SynchronousHyperband:
+    """Brackets of synchronous SHA, each of a shape in `shapes` (early-stopping rates), in turn."""
+
+    def __init__(
+        self,
+        space: SearchSpace,
+        *,
+        metric: str,
+        mode: str = "max",
+        min_budget: int = 1,
+        max_budget: int,
+        eta: int = 3,
+        shapes: list[int],
+        bracket_sizes: list[int] | None = None,
+        repeat: bool = True,
+        sampler: str | Sampler = "random",
+        seed: int = 0,
+        max_trials: int | None = None,
+    ):
+        check_budgets(min_budget, max_budget, eta)
+        check_mode(mode)
+        self.metric, self.mode, self.eta = metric, mode, eta
+        self.min_budget, self.max_budget = min_budget, max_budget
+        self.shapes = shapes
+        s_max = ilog(max_budget // min_budget, eta)
+        self.sizes = bracket_sizes or [bracket_size(s_max, s, eta) for s in shapes]
+        self.repeat = repeat
+        self.new = NewConfigs(space, sampler, seed, max_trials)
+        self.brackets: list[_SyncBracket] = []
+        self.trial_bracket: dict[int, int] = {}
+        self.configs: dict[int, dict[str, Any]] = {}
+        self.arrivals = 0
+        self.out: list[int] = []  # trials a closed rung left behind (never resumed)
+
+    def _open_bracket(self) -> _SyncBracket | None:
+        number = len(self.brackets)
+        if number >= len(self.shapes) and not self.repeat:
+            return None
+        n = self.new.available(self.sizes[number % len(self.shapes)])
+        if n == 0:
+            return None
+        s = self.shapes[number % len(self.shapes)]
+        levels = rung_levels(self.min_budget, self.max_budget, self.eta, s)
+        bracket = _SyncBracket(number, s, levels, n, self.eta)
+        self.brackets.append(bracket)
+        return bracket
+
+    def suggest(self) -> Suggestion | None:
+        for bracket in self.brackets:
+            if not bracket.done:
+                job = self._job(bracket)
+                if job is not None:
+                    return job
+        while True:
+            bracket = self._open_bracket()
+            if bracket is None:
+                return None
+            job = self._job(bracket)
+            if job is not None:
+                return job
+
+    def _job(self, bracket: _SyncBracket) -> Suggestion | None:
+        budget = bracket.levels[bracket.k]
+        meta = {"bracket": bracket.index, "rung": bracket.k}
+        if bracket.queue:
+            trial_id = bracket.queue.popleft()
+            return Suggestion(trial_id, self.configs[trial_id], budget, resume=True, meta=meta)
+        if bracket.to_start:
+            drawn = self.new.draw()
+            if drawn is None:
+                bracket.n -= bracket.to_start  # the sampler ran out: a smaller bracket
+                bracket.to_start = 0
+                self._maybe_advance(bracket)
+                return None
+            trial_id, config = drawn
+            bracket.to_start -= 1
+            bracket.members.add(trial_id)
+            self.trial_bracket[trial_id] = bracket.index
+            self.configs[trial_id] = config
+            return Suggestion(trial_id, config, budget, meta=meta)
+        return None
+
+    def report(self, trial_id: int, budget: int, value: float) -> Decision:
+        bracket = self.brackets[self.trial_bracket[trial_id]]
+        if budget < bracket.levels[bracket.k] or trial_id not in bracket.members:
+            return Decision.CONTINUE
+        self.arrivals += 1
+        bracket.results[trial_id] = (signed(value, self.mode), self.arrivals)
+        top = bracket.k == len(bracket.levels) - 1
+        self._maybe_advance(bracket)
+        return Decision.CONTINUE if top else Decision.PAUSE
+
+    def _maybe_advance(self, bracket: _SyncBracket) -> None:
+        while not bracket.done and bracket.members and bracket.rung_complete():
+            self.out.extend(bracket.advance())
+
+    def complete(self, trial_id: int) -> None:
+        pass
+
+    def fail(self, trial_id: int) -> None:
+        bracket = self.brackets[self.trial_bracket[trial_id]]
+        if trial_id in bracket.members and trial_id not in bracket.results:
+            self.arrivals += 1
+            bracket.results[trial_id] = (float("inf"), self.arrivals)
+            self._maybe_advance(bracket)
+        if trial_id in bracket.queue:
+            bracket.queue.remove(trial_id)
+
+    def is_finished(self) -> bool:
+        return all(b.done for b in self.brackets) and self.new.available() == 0
+
+
+def SHA(  # noqa: N802 - reads as the algorithm's name
+    space: SearchSpace,
+    *,
+    metric: str,
+    mode: str = "max",
+    min_budget: int = 1,
+    max_budget: int,
+    eta: int = 3,
+    n_configs: int | None = None,
+    min_early_stopping_rate: int = 0,
+    sampler: str | Sampler = "random",
+    seed: int = 0,
+    max_trials: int | None = None,
+) -> SynchronousHyperband:
+    """Synchronous successive halving: brackets of `n_configs` (default eta^K, so one reaches the
+    top); more brackets follow while `max_trials` allows, one only without a trial limit."""
+    s = min_early_stopping_rate
+    levels = rung_levels(min_budget, max_budget, eta, s)
+    n = n_configs or eta ** (len(levels) - 1)
+    return SynchronousHyperband(
+        space,
+        metric=metric,
+        mode=mode,
+        min_budget=min_budget,
+        max_budget=max_budget,
+        eta=eta,
+        shapes=[s],
+        bracket_sizes=[n],
+        repeat=max_trials is not None,
+        sampler=sampler,
+        seed=seed,
+        max_trials=max_trials,
+    )
+
+
+def Hyperband(  # noqa: N802 - reads as the algorithm's name
+    space: SearchSpace,
+    *,
+    metric: str,
+    mode: str = "max",
+    min_budget: int = 1,
+    max_budget: int,
+    eta: int = 3,
+    sampler: str | Sampler = "random",
+    seed: int = 0,
+    max_trials: int | None = None,
+) -> SynchronousHyperband:
+    """Hyperband: brackets s = 0 (most aggressive) .. s_max (random search), repeated while
+    `max_trials` allows; one band without a trial limit."""
+    check_budgets(min_budget, max_budget, eta)
+    s_max = ilog(max_budget // min_budget, eta)
+    return SynchronousHyperband(
+        space,
+        metric=metric,
+        mode=mode,
+        min_budget=min_budget,
+        max_budget=max_budget,
+        eta=eta,
+        shapes=list(range(s_max + 1)),
+        repeat=max_trials is not None,
+        sampler=sampler,
+        seed=seed,
+        max_trials=max_trials,
+    )
