@@ -61,6 +61,31 @@ def run(
 
 
 @app.command()
+def resume(
+    run_id: Annotated[
+        str, typer.Argument(metavar="RUN", help="Run id, a unique prefix, or `latest`.")
+    ],
+    store: StoreOption = "sqlite:///basht.db",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress.")] = False,
+) -> None:
+    """Continue an interrupted run: finished trials are kept, the algorithm picks up where it was."""
+    from basht.bench import resume_benchmark
+    from basht.report import print_result
+    from basht.report.progress import LiveProgress
+
+    if quiet:
+        result = resume_benchmark(run_id, store)
+    else:
+        with LiveProgress(console) as progress:
+            result = resume_benchmark(
+                run_id, store, on_update=progress.on_update, on_phase=progress.on_phase
+            )
+    print_result(result.summary, console)
+    if result.status != "completed":
+        raise typer.Exit(1)
+
+
+@app.command()
 def validate(file: Annotated[Path, typer.Argument(help="Experiment file (YAML or JSON).")]) -> None:
     """Check FILE against the schema; exit code 2 with one line on the first problem."""
     from basht.experiment import load_experiment
@@ -88,7 +113,9 @@ def list_runs(
 
 @app.command()
 def report(
-    run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id (or a unique prefix).")],
+    run_id: Annotated[
+        str, typer.Argument(metavar="RUN", help="Run id, a unique prefix of it, or `latest`.")
+    ],
     store: StoreOption = "sqlite:///basht.db",
     as_json: Annotated[bool, typer.Option("--json", help="Print results.json instead.")] = False,
 ) -> None:

@@ -25,14 +25,38 @@ def trial_compute_s(load_s: float, train_s: float, validate_s: float) -> float:
     return load_s + train_s + validate_s
 
 
+def job_completion_s(store: Store, run_id: str) -> float | None:
+    """Deploy start to test end; a resumed run adds up its attempts (the time between is not work)."""
+    spans: dict[int, dict[str, float]] = {}
+    for p in store.phases(run_id):
+        attempt = spans.setdefault(p.attempt, {})
+        if p.name == "deploy":
+            attempt["start"] = p.start
+        elif p.name == "test":
+            attempt["end"] = p.end
+    finished = [a for a in spans.values() if "start" in a and "end" in a]
+    if not finished:
+        return None
+    return sum(a["end"] - a["start"] for a in finished) + sum(
+        _last_end(store, run_id, n) - a["start"]
+        for n, a in spans.items()
+        if "start" in a and "end" not in a
+    )
+
+
+def _last_end(store: Store, run_id: str, attempt: int) -> float:
+    ends = [p.end for p in store.phases(run_id) if p.attempt == attempt and p.name != "undeploy"]
+    return max(ends)
+
+
 def compute_metrics(
     store: Store, run_id: str, wasted_states: tuple[str, ...] = DEFAULT_WASTED_STATES
 ) -> list[Metric]:
-    phases = {p.name: p for p in store.phases(run_id)}
     trials = store.trials(run_id)
     out: list[Metric] = []
-    if "deploy" in phases and "test" in phases:
-        out.append(Metric("JCT", (phases["test"].end - phases["deploy"].start) * 1000, "ms"))
+    jct_s = job_completion_s(store, run_id)
+    if jct_s is not None:
+        out.append(Metric("JCT", jct_s * 1000, "ms"))
     counts = Counter(t.state for t in trials)
     out.append(Metric("trials", float(len(trials)), "count"))
     out.extend(Metric(f"trials_{state}", float(n), "count") for state, n in sorted(counts.items()))

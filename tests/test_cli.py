@@ -73,21 +73,11 @@ def test_report_of_an_unknown_run_is_one_line(tmp_path):
     assert "no run matching 'nope'" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def _spawned_workers() -> set[int]:
-    pids = set()
-    for p in psutil.process_iter(["cmdline"]):
-        cmd = " ".join(p.info["cmdline"] or [])
-        if "multiprocessing.spawn" in cmd or "spawn_main" in cmd:
-            pids.add(p.pid)
-    return pids
-
-
 def test_sigint_keeps_every_finished_trial_and_leaves_a_consistent_store(spec, tmp_path):
     spec["workload"]["params"] = {"epoch_s": 0.1}
     spec["search"].update(max_budget=3, max_trials=200)
     path = tmp_path / "long.yaml"
     path.write_text(yaml.safe_dump(spec))
-    before = _spawned_workers()
     proc = subprocess.Popen(
         [sys.executable, "-m", "basht.cli", "run", "-q", str(path)],
         cwd=tmp_path,
@@ -106,6 +96,8 @@ def test_sigint_keeps_every_finished_trial_and_leaves_a_consistent_store(spec, t
             runs = Store(spec["store"]).list_runs()
             if runs and Store(spec["store"]).trial_counts(runs[0].id).get("completed", 0) >= 3:
                 break
+    workers = psutil.Process(proc.pid).children(recursive=True)
+    assert workers, "the run had no worker processes"
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
@@ -127,5 +119,5 @@ def test_sigint_keeps_every_finished_trial_and_leaves_a_consistent_store(spec, t
     assert (
         json.loads((Path(run.results_dir) / "results.json").read_text())["status"] == "interrupted"
     )
-    time.sleep(0.5)
-    assert not (_spawned_workers() - before), "worker processes outlived the run"
+    gone, alive = psutil.wait_procs(workers, timeout=5)
+    assert not alive, "worker processes outlived the run"

@@ -22,6 +22,7 @@ class RunContext:
     run_id: str
     results_dir: Path
     on_update: Any = None  # a callable taking a TunerStatus, for live progress
+    resume: bool = False  # continue the stored run (`basht resume`) instead of starting afresh
     notes: dict[str, Any] = field(default_factory=dict)
 
 

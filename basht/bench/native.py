@@ -10,9 +10,11 @@ from sqlalchemy import select
 from basht.bench.lifecycle import BestTrial, RunContext
 from basht.engine import LocalExecutor, TrialTask, WorkloadRef
 from basht.errors import BashtError
-from basht.store import CheckpointRow, TrialRow
-from basht.tune import Tuner, trial_seed
-from basht.tune.factory import make_algorithm
+from basht.store import CheckpointRow, Store, TrialRow
+from basht.tune import Decision, Tuner, replay, trial_seed
+from basht.tune.base import Algorithm
+from basht.tune.factory import describe, make_algorithm
+from basht.tune.tuner import RestoredTrial
 from basht.workloads import is_function_workload, resolve_workload
 
 log = logging.getLogger(__name__)
@@ -41,6 +43,10 @@ class NativeSystem:
         self.executor.setup(self.workload)
         exp = self.ctx.experiment
         self.algorithm = make_algorithm(exp, self.can_checkpoint)
+        self.ctx.store.update_run(self.ctx.run_id, algorithm=describe(exp, self.algorithm))
+        self.restored: tuple[list[RestoredTrial], int] | None = None
+        if self.ctx.resume:
+            self.restored = restore_from_store(self.ctx.store, self.ctx.run_id, self.algorithm)
 
     def run(self) -> None:
         assert self.executor is not None
@@ -57,6 +63,8 @@ class NativeSystem:
             time_budget_s=exp.search.time_budget_s,
             on_update=self.ctx.on_update,
         )
+        if self.restored is not None:
+            self.tuner.restore(*self.restored)
         status = self.tuner.run()
         self.ctx.notes["stop_reason"] = status.stop_reason
 
@@ -110,3 +118,50 @@ def best_trial_from_store(ctx: RunContext) -> BestTrial:
             .order_by(CheckpointRow.id.desc())
         ).first()
         return BestTrial(row.number, row.config, row.value, row.budget, checkpoint)
+
+
+def restore_from_store(
+    store: Store, run_id: str, algorithm: Algorithm
+) -> tuple[list[RestoredTrial], int]:
+    """Replay the run's decision log into `algorithm` and gather its trials as the store has them."""
+    decisions = store.decisions(run_id)
+    replay(algorithm, decisions)
+    told: dict[int, tuple[int, str | None]] = {}
+    for d in decisions:
+        if d.op == "report" and d.budget is not None:
+            told[d.trial] = (d.budget, d.result)
+    with store.session() as s:
+        rows = s.scalars(select(TrialRow).where(TrialRow.run_id == run_id)).all()
+        checkpoints = {
+            trial_id: path
+            for trial_id, path in s.execute(
+                select(CheckpointRow.trial_id, CheckpointRow.path)
+                .where(CheckpointRow.deleted.is_(False))
+                .order_by(CheckpointRow.id)
+            ).all()
+        }
+    restored = []
+    for row in rows:
+        budget, result = told.get(row.number, (0, None))
+        checkpoint = checkpoints.get(row.id)
+        restored.append(
+            RestoredTrial(
+                number=row.number,
+                row_id=row.id,
+                config=row.config,
+                state=row.state,
+                # A restarted trial continues from its checkpoint's epoch, or from scratch.
+                budget=_checkpoint_epoch(store, row.id) if checkpoint else 0,
+                target_budget=row.target_budget,
+                value=row.value,
+                checkpoint=checkpoint,
+                told=budget,
+                told_decision=Decision(result) if result else None,
+            )
+        )
+    return restored, max((d.seq for d in decisions), default=0)
+
+
+def _checkpoint_epoch(store: Store, trial_row_id: int) -> int:
+    live = [c for c in store.checkpoints(trial_row_id) if not c.deleted]
+    return live[-1].epoch if live else 0

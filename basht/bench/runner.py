@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,20 +64,52 @@ def run_benchmark(
     """
     store = Store(experiment.store)
     spec = experiment.to_dict()
-    spec["space_size"] = (
-        experiment.space_size if math.isfinite(experiment.search_space.size) else "inf"
-    )
+    spec["space_size"] = experiment.space_size
     experiment_id = store.add_experiment(experiment.name, spec)
     run = store.create_run(
         experiment_id, experiment.name, experiment.system, experiment.executor, Path(results_root)
     )
-    results_dir = Path(run.results_dir)
+    ctx = RunContext(experiment, store, run.id, Path(run.results_dir), on_update)
+    return _execute(ctx, attempt=1, on_phase=on_phase, system_factory=system_factory)
+
+
+def resume_benchmark(
+    run_id: str,
+    store_url: str = "sqlite:///basht.db",
+    *,
+    on_update: Callable[[Any], None] | None = None,
+    on_phase: Callable[[Timing], None] | None = None,
+) -> RunResult:
+    """Continue an interrupted or failed run: finished trials stay, the algorithm is replayed from
+    its decision log, trials that were running start again (from their last pause if any)."""
+    store = Store(store_url)
+    run = store.get_run(run_id)
+    if run.status == "completed":
+        raise BashtError(f"run {run.id} completed; there is nothing to resume")
+    spec = dict(store.get_experiment(run.experiment_id).spec)
+    spec.pop("space_size", None)
+    experiment = Experiment.from_dict(spec, f"run {run.id}")
+    attempt = 1 + max((p.attempt for p in store.phases(run.id)), default=0)
+    store.update_run(run.id, status="running", error=None, ended_at=None)
+    ctx = RunContext(experiment, store, run.id, Path(run.results_dir), on_update, resume=True)
+    return _execute(ctx, attempt=attempt, on_phase=on_phase)
+
+
+def _execute(
+    ctx: RunContext,
+    *,
+    attempt: int,
+    on_phase: Callable[[Timing], None] | None = None,
+    system_factory: Callable[[RunContext], SystemUnderTest] | None = None,
+) -> RunResult:
+    store, run_id, results_dir = ctx.store, ctx.run_id, ctx.results_dir
     results_dir.mkdir(parents=True, exist_ok=True)
-    ctx = RunContext(experiment, store, run.id, results_dir, on_update)
-    log.info("run %s: results in %s", run.id, results_dir)
+    log.info("run %s (attempt %d): results in %s", run_id, attempt, results_dir)
 
     def record(timing: Timing) -> None:
-        store.add_phase(run.id, timing.name, timing.start, timing.end, timing.aborted, timing.error)
+        store.add_phase(
+            run_id, timing.name, timing.start, timing.end, timing.aborted, timing.error, attempt
+        )
         if on_phase is not None:
             on_phase(timing)
 
@@ -95,16 +126,19 @@ def run_benchmark(
         with timed("collect_results", record):
             best: BestTrial = sut.collect_results()
             store.update_run(
-                run.id, best_trial=best.trial_id, best_value=best.value, best_config=best.config
+                run_id, best_trial=best.trial_id, best_value=best.value, best_config=best.config
             )
         with timed("test", record):
             test_metrics = sut.test(best)
-            store.update_run(run.id, test_metrics=test_metrics)
+            store.update_run(run_id, test_metrics=test_metrics)
         with timed("collect_metrics", record):
             extra = sut.collect_metrics()
-            metrics = compute_metrics(store, run.id)
-            store.add_metrics(run.id, [(m.name, m.value, m.unit, m.source) for m in metrics])
-            store.add_metrics(run.id, [(k, float(v), "", None) for k, v in extra.items()])
+            metrics = compute_metrics(store, run_id)
+            store.replace_metrics(
+                run_id,
+                [(m.name, m.value, m.unit, m.source) for m in metrics]
+                + [(k, float(v), "", None) for k, v in extra.items()],
+            )
         status = "completed"
     except KeyboardInterrupt:
         status, error = "interrupted", "interrupted by the user (SIGINT)"
@@ -124,8 +158,8 @@ def run_benchmark(
             log.error("undeploy failed: %s", err)
             error = error or f"undeploy failed: {err}"
         finally:
-            store.finish_run(run.id, status, error)
-            summary = build_summary(store, run.id)
+            store.finish_run(run_id, status, error)
+            summary = build_summary(store, run_id)
             write_results_json(summary, results_dir)
             store.close()
     return _result(summary, results_dir)

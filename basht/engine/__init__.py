@@ -10,13 +10,18 @@ from basht.engine.messages import (
     TrialTask,
     WorkloadRef,
 )
+from basht.engine.simulated import FunctionCurve, LearningCurve, SimulatedExecutor, SyntheticCurve
 
 __all__ = [
     "COMPLETE",
     "CONTINUE",
+    "FunctionCurve",
+    "LearningCurve",
+    "LocalExecutor",
     "PAUSE",
     "STOP",
-    "LocalExecutor",
+    "SimulatedExecutor",
+    "SyntheticCurve",
     "TrialEvent",
     "TrialTask",
     "WorkloadRef",

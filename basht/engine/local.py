@@ -80,7 +80,14 @@ class LocalExecutor:
     def _await_ready(self, slot: _Slot) -> None:
         if not slot.conn.poll(_START_TIMEOUT_S):
             raise BashtError(f"worker {slot.index} did not start within {_START_TIMEOUT_S:.0f} s")
-        message = slot.conn.recv()
+        try:
+            message = slot.conn.recv()
+        except EOFError:
+            slot.process.join(5.0)
+            raise BashtError(
+                f"worker {slot.index} exited while starting (exit code {slot.process.exitcode}); "
+                "its error is printed above"
+            ) from None
         if message[0] != "ready":
             raise BashtError(f"worker {slot.index} sent {message!r} instead of ready")
 

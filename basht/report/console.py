@@ -29,6 +29,7 @@ def result_tables(summary: dict[str, Any]) -> Group:
         "status", summary["status"] + (f" ({summary['error']})" if summary["error"] else "")
     )
     head.add_row("system", f"{summary['system']} / {summary['executor']}")
+    head.add_row("algorithm", _fmt(summary.get("algorithm")))
     head.add_row("search space pS", _fmt(summary.get("space_size")))
     head.add_row("best trial", _fmt(best["trial"]))
     head.add_row("best config", _fmt(best["config"]))

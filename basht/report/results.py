@@ -19,6 +19,7 @@ def build_summary(store: Store, run_id: str) -> dict[str, Any]:
         "experiment": experiment.spec,
         "system": run.system,
         "executor": run.executor,
+        "algorithm": run.algorithm,
         "status": run.status,
         "error": run.error,
         "started_at": run.started_at.isoformat() if run.started_at else None,
@@ -36,6 +37,7 @@ def build_summary(store: Store, run_id: str) -> dict[str, Any]:
         "phases": [
             {
                 "name": p.name,
+                "attempt": p.attempt,
                 "start": p.start,
                 "end": p.end,
                 "duration_s": p.duration_s,

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, event, func, insert, select, update
+from sqlalchemy import create_engine, delete, event, func, insert, inspect, select, text, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -61,6 +61,27 @@ def open_engine(url: str) -> Engine:
     return engine
 
 
+def _add_missing_columns(engine: Engine) -> None:
+    """Bring a store written by an earlier Basht up to date by adding the columns it lacks.
+
+    Columns are only ever added (nullable or with a default), so no stored record is touched.
+    """
+    inspector = inspect(engine)
+    with engine.begin() as conn:
+        for table in Base.metadata.sorted_tables:
+            present = {c["name"] for c in inspector.get_columns(table.name)}
+            for column in table.columns:
+                if column.name in present:
+                    continue
+                kind = column.type.compile(dialect=engine.dialect)
+                default = column.default.arg if column.default is not None else None
+                clause = f" DEFAULT {default!r}" if isinstance(default, (int, float)) else ""
+                log.info("store: adding column %s.%s", table.name, column.name)
+                conn.execute(
+                    text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}{clause}')
+                )
+
+
 class Store:
     """All reads and writes of experiments, runs, phases, trials, reports, checkpoints and metrics."""
 
@@ -69,6 +90,7 @@ class Store:
         self.engine = open_engine(url)
         try:
             Base.metadata.create_all(self.engine)
+            _add_missing_columns(self.engine)
         except OperationalError as err:
             raise StoreError(f"store {url!r}: cannot open ({err.orig})") from None
         self._session = sessionmaker(self.engine, expire_on_commit=False)
@@ -119,7 +141,13 @@ class Store:
         self.update_run(run_id, status=status, error=error, ended_at=datetime.now(UTC))
 
     def get_run(self, run_id: str) -> RunRow:
+        """A run by id, a unique prefix of it, or `latest`."""
         with self.session() as s:
+            if run_id == "latest":
+                row = s.scalars(select(RunRow).order_by(RunRow.started_at.desc())).first()
+                if row is None:
+                    raise StoreError(f"no runs in {self.url}")
+                return row
             row = s.get(RunRow, run_id)
             if row is None:
                 # Accept a unique prefix, as git does for commits.
@@ -325,6 +353,14 @@ class Store:
         if rows:
             with self.engine.begin() as conn:
                 conn.execute(insert(MetricRow), rows)
+
+    def replace_metrics(
+        self, run_id: str, metrics: Iterable[tuple[str, float | None, str, str | None]]
+    ) -> None:
+        """The run's metrics, computed anew (a resumed run recomputes them from all its records)."""
+        with self.engine.begin() as conn:
+            conn.execute(delete(MetricRow).where(MetricRow.run_id == run_id))
+        self.add_metrics(run_id, metrics)
 
     def metrics(self, run_id: str) -> Sequence[MetricRow]:
         with self.session() as s:

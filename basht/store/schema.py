@@ -39,6 +39,7 @@ class RunRow(Base):
     experiment_id: Mapped[int] = mapped_column(ForeignKey("experiment.id"), index=True)
     system: Mapped[str] = mapped_column(String(40))
     executor: Mapped[str] = mapped_column(String(40))
+    algorithm: Mapped[str | None] = mapped_column(String(80))  # e.g. "asha (promotion)"
     status: Mapped[str] = mapped_column(String(20))
     results_dir: Mapped[str] = mapped_column(Text)
     started_at: Mapped[datetime] = mapped_column(DateTime)

@@ -34,8 +34,9 @@ def make_algorithm(experiment: Experiment, can_checkpoint: bool = True) -> Algor
     return Hyperband(space, **budgets, **common)
 
 
-def describe(algorithm: Algorithm) -> str:
-    """One line for the run's output: which algorithm, and which ASHA variant."""
+def describe(experiment: Experiment, algorithm: Algorithm) -> str:
+    """For the run's output: the sampler, the pruner and, for ASHA, which variant runs."""
+    search = experiment.search
     variant = getattr(algorithm, "variant", None)
-    name = type(algorithm).__name__
-    return f"{name} ({variant})" if variant else name
+    pruner = f"{search.pruner} ({variant})" if variant else search.pruner
+    return f"{search.sampler} sampling, pruner {pruner}"

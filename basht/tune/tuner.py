@@ -7,6 +7,7 @@ loop is the only place that knows both, and the only place that writes trial rec
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -120,7 +121,7 @@ class Tuner:
         run_id: str,
         workload: WorkloadRef,
         *,
-        checkpoint_dir: Path,
+        checkpoint_dir: Path | None,
         can_checkpoint: bool = True,
         target: float | None = None,
         time_budget_s: float | None = None,
@@ -239,7 +240,7 @@ class Tuner:
         value = event.metrics.get(self.metric)
         trial.budget = event.epoch
         args = (trial.row_id, event.epoch, value, event.metrics, event.train_s, event.validate_s)
-        if value is None or not np.isfinite(value):
+        if value is None or not math.isfinite(value):
             got = ", ".join(event.metrics) or "nothing"
             trial.failure = (
                 f"metric {self.metric!r} missing or not finite in the report (got: {got})"
@@ -336,7 +337,7 @@ class Tuner:
             if path:
                 trial.final_checkpoint = path
                 self.store.add_checkpoint(trial.row_id, trial.budget, path, "final")
-        elif path:
+        elif path and self.checkpoint_dir is not None:
             # Another trial completed better while this one was saving: its state is not needed.
             Path(path).unlink(missing_ok=True)
 
@@ -405,7 +406,9 @@ class Tuner:
 
     def _checkpoint_path(self, trial_id: int, epoch: int, final: bool = False) -> str:
         kind = "final" if final else "pause"
-        return str(self.checkpoint_dir / f"trial-{trial_id:06d}-{kind}-e{epoch}.pkl")
+        name = f"trial-{trial_id:06d}-{kind}-e{epoch}.pkl"
+        # Without a folder (simulation) the name only identifies the state; no file is written.
+        return name if self.checkpoint_dir is None else str(self.checkpoint_dir / name)
 
     def _replace_checkpoint(self, trial: _Trial, path: str, kind: str) -> None:
         if trial.checkpoint and trial.checkpoint != path:
@@ -414,8 +417,9 @@ class Tuner:
         self.store.add_checkpoint(trial.row_id, trial.budget, path, kind)
 
     def _delete_checkpoint(self, path: str) -> None:
-        Path(path).unlink(missing_ok=True)
-        self.store.mark_checkpoint_deleted(path)
+        if self.checkpoint_dir is not None:
+            Path(path).unlink(missing_ok=True)
+            self.store.mark_checkpoint_deleted(path)
 
     # -- resume -----------------------------------------------------------------------------
 

@@ -189,6 +189,13 @@ class TorchMLP:
         """The data, read or generated with `self.seed`; the same for every trial of a run."""
         raise NotImplementedError
 
+    @classmethod
+    def prepare(cls, seed: int = 0, **params: Any) -> None:
+        """The setup phase: import torch and read the data once per worker, not in a trial's load."""
+        import torch.optim  # noqa: F401
+
+        cls(seed=seed, **params)._splits().standardised()
+
     # -- Workload protocol -------------------------------------------------------------------
 
     def load(self, config: dict[str, Any], resources: Resources) -> None:

@@ -81,6 +81,13 @@ class DigitsSGD:
         self._threads = 1
         self.epochs_done = 0
 
+    @classmethod
+    def prepare(cls, seed: int = 0, **params: Any) -> None:
+        """The setup phase: import scikit-learn and split the data once per worker."""
+        import sklearn.linear_model  # noqa: F401
+
+        digits_splits(seed)
+
     def load(self, config: dict[str, Any], resources: Resources) -> None:
         """Build the estimator for `config`, seeded from `resources.seed`; fails early on bad values."""
         from sklearn.base import clone

@@ -1,0 +1,294 @@
+"""A simulated executor: virtual workers on a virtual clock, driven by learning-curve models."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import struct
+from collections.abc import Callable
+from heapq import heappop, heappush
+from statistics import NormalDist
+from typing import Any, Protocol
+
+import numpy as np
+
+from basht.engine.messages import COMPLETE, CONTINUE, PAUSE, STOP, TrialEvent, TrialTask
+from basht.errors import BashtError
+
+_MASK64 = (1 << 64) - 1
+_ENDINGS = {STOP: "stopped", PAUSE: "paused", COMPLETE: "completed"}
+_INV_CDF = NormalDist().inv_cdf
+_SIX_WORDS = struct.Struct("<6Q")
+
+
+class LearningCurve(Protocol):
+    """A trial's course: `(config, epoch)` -> (value after `epoch` epochs, that epoch's seconds).
+
+    `epoch` counts from 1. A curve must be a pure function of its arguments, so a simulated trial
+    that is paused and resumed sees the same values as one that ran straight through.
+    """
+
+    def __call__(self, config: dict[str, Any], epoch: int) -> tuple[float, float]: ...
+
+
+class FunctionCurve:
+    """Any user function `(config, epoch) -> (value, seconds)` as a learning curve."""
+
+    def __init__(self, fn: Callable[[dict[str, Any], int], tuple[float, float]]):
+        self.fn = fn
+
+    def __call__(self, config: dict[str, Any], epoch: int) -> tuple[float, float]:
+        value, seconds = self.fn(config, epoch)
+        return float(value), float(seconds)
+
+
+def _splitmix64(x: int) -> int:
+    """A cheap, well-mixed 64-bit integer hash (per-epoch noise without a generator's state)."""
+    x = (x + 0x9E3779B97F4A7C15) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
+class SyntheticCurve:
+    """A seeded family of realistic learning curves, in the spirit of the ASHA paper's surrogates.
+
+    Each configuration is hashed (its sorted items with the seed, so the result depends neither on
+    call order nor on Python's hash seed) to its own parameters:
+
+    - the final accuracy `a_inf`: skewed low, so most configurations are mediocre and few are good,
+      and `diverge_p` of them never learn (they stay at `chance`, like a too-large learning rate);
+    - the accuracy after the first epoch `a0` (a random fraction of the way to `a_inf`) and a
+      rate `k` (lognormal, lower for better configurations): curves cross, and some slow starters
+      end best, so stopping early is not trivially right;
+    - the seconds per epoch: lognormal around `epoch_s`, mildly correlated with quality (bigger
+      models tend to be better and slower), with a few percent of per-epoch jitter.
+
+    value(epoch) = a_inf - (a_inf - a0) * epoch ** -k, plus deterministic noise of sd `noise`,
+    clipped to [0, 1]. With `mode="min"` the curve reports the error `1 - value` instead. The
+    landscape has no structure across neighbouring configurations: it suits random search and
+    early-stopping methods (SHA, ASHA, Hyperband), not model-based samplers.
+    """
+
+    _RATE_QUALITY_CORR = -0.4  # good configurations tend to learn slower (small learning rates)
+    _TIME_QUALITY_CORR = 0.3  # ...and to take longer per epoch (bigger models)
+
+    def __init__(
+        self,
+        seed: int = 0,
+        mode: str = "max",
+        *,
+        chance: float = 0.1,
+        best: float = 0.95,
+        noise: float = 0.005,
+        epoch_s: float = 1.0,
+        time_sigma: float = 0.5,
+        diverge_p: float = 0.05,
+    ):
+        if mode not in ("max", "min"):
+            raise ValueError(f"mode must be 'max' or 'min', not {mode!r}")
+        if not 0.0 <= chance < best <= 1.0:
+            raise ValueError("need 0 <= chance < best <= 1")
+        self.seed, self.mode = seed, mode
+        self.chance, self.best, self.noise = chance, best, noise
+        self.epoch_s, self.time_sigma, self.diverge_p = epoch_s, time_sigma, diverge_p
+        # id(config) -> (config, params); the stored reference keeps the id from being reused.
+        self._cache: dict[int, tuple[dict[str, Any], tuple[float, ...]]] = {}
+
+    def params(self, config: dict[str, Any]) -> tuple[float, float, float, float, int]:
+        """(a_inf, a0, k, seconds per epoch, noise key) of one configuration."""
+        key = repr(sorted(config.items())).encode()
+        seeded = hashlib.blake2b(b"%d|%s" % (self.seed, key), digest_size=48).digest()
+        words = _SIX_WORDS.unpack(seeded)
+        u = [((w >> 12) + 0.5) / 2.0**52 for w in words]  # strictly inside (0, 1)
+        quality = u[1] ** 2.5
+        if u[0] < self.diverge_p:
+            a_inf = a0 = self.chance
+        else:
+            a_inf = self.chance + (self.best - self.chance) * quality
+            a0 = self.chance + (a_inf - self.chance) * 0.9 * u[3] ** 1.5
+        z_quality = _INV_CDF(u[1])
+        rho = self._RATE_QUALITY_CORR
+        k = math.exp(
+            math.log(0.5) + 0.8 * (rho * z_quality + math.sqrt(1 - rho * rho) * _INV_CDF(u[2]))
+        )
+        rho = self._TIME_QUALITY_CORR
+        z_time = rho * z_quality + math.sqrt(1.0 - rho * rho) * _INV_CDF(u[4])
+        seconds = self.epoch_s * math.exp(self.time_sigma * z_time)
+        return a_inf, a0, k, seconds, words[5]
+
+    def __call__(self, config: dict[str, Any], epoch: int) -> tuple[float, float]:
+        entry = self._cache.get(id(config))
+        if entry is not None and entry[0] is config:
+            a_inf, a0, k, seconds, nkey = entry[1]
+        else:
+            params = self.params(config)
+            if len(self._cache) >= 65536:
+                self._cache.clear()  # bounded: only running trials' configs need to stay
+            self._cache[id(config)] = (config, params)
+            a_inf, a0, k, seconds, nkey = params
+        h = _splitmix64(nkey ^ epoch)
+        # Irwin-Hall of three 21-bit uniforms: near-normal, mean 1.5, sd 0.5.
+        s = ((h & 0x1FFFFF) + ((h >> 21) & 0x1FFFFF) + ((h >> 42) & 0x1FFFFF)) / 2097152.0
+        value = a_inf - (a_inf - a0) * epoch**-k + self.noise * 2.0 * (s - 1.5)
+        value = 0.0 if value < 0.0 else 1.0 if value > 1.0 else value
+        spread = ((h * 0x9E3779B97F4A7C15) >> 48) & 0xFFFF  # other bits than the noise's
+        jitter = 1.0 + 0.1 * (spread / 65536.0 - 0.5)  # +-5 % per epoch
+        if self.mode == "min":
+            value = 1.0 - value
+        return value, seconds * jitter
+
+
+class SimulatedExecutor:
+    """Runs trials on `workers` virtual workers against a virtual clock, in no real time.
+
+    It behaves towards the Tuner like `LocalExecutor`: a submitted trial emits "loaded", then one
+    "report" per epoch, and after each report waits for a command (continue, stop, pause,
+    complete); an ending event frees its worker. Values and epoch durations come from `curve`;
+    loading (and resuming, which costs nothing more) takes `load_s`. Checkpoint paths are only
+    echoed back. `poll` never sleeps: it moves the clock to the earliest pending event and returns
+    every event due then, so a run is deterministic for a given curve, seed and algorithm.
+
+    Stragglers (RubberBand's simulator has them): each epoch, with probability `straggler_p`,
+    takes `straggler_factor` times longer, drawn from a Generator seeded with `seed`.
+    """
+
+    def __init__(
+        self,
+        workers: int,
+        curve: LearningCurve,
+        *,
+        load_s: float = 0.0,
+        seed: int = 0,
+        straggler_p: float = 0.0,
+        straggler_factor: float = 4.0,
+        metric: str = "value",
+    ):
+        if workers < 1:
+            raise ValueError("a simulated executor needs at least one worker")
+        if load_s < 0 or not 0.0 <= straggler_p <= 1.0 or straggler_factor < 0:
+            raise ValueError("load_s and straggler_factor must be >= 0, straggler_p in [0, 1]")
+        self.workers, self.curve, self.metric = workers, curve, metric
+        self.load_s = float(load_s)
+        self.straggler_p, self.straggler_factor = float(straggler_p), float(straggler_factor)
+        self._rng = np.random.default_rng(seed)
+        self._draws: list[float] = []
+        self._now = 0.0
+        self._seq = 0
+        # (time, sequence, kind, trial_id, epoch, number, extra): plain tuples, ordered by time
+        # and then by the order they were scheduled, so ties resolve the same way every run.
+        self._heap: list[tuple[float, int, str, int, int, float, Any]] = []
+        self._free = list(range(workers - 1, -1, -1))  # a stack: worker 0 is used first
+        # trial_id -> [worker, config, epochs done once its pending report arrives, waiting]
+        self._trials: dict[int, list[Any]] = {}
+
+    # -- the clock --------------------------------------------------------------------------
+
+    def now(self) -> float:
+        """Virtual seconds since the executor was made."""
+        return self._now
+
+    @property
+    def idle_workers(self) -> int:
+        return len(self._free)
+
+    @property
+    def running(self) -> list[int]:
+        return list(self._trials)
+
+    @property
+    def pending_events(self) -> int:
+        return len(self._heap)
+
+    # -- trials -----------------------------------------------------------------------------
+
+    def _epoch(self, config: dict[str, Any], epoch: int) -> tuple[float, float]:
+        value, seconds = self.curve(config, epoch)
+        if not seconds >= 0.0:  # also catches NaN, which would break the clock's order
+            raise ValueError(f"the curve gave {seconds!r} seconds for epoch {epoch}")
+        if self.straggler_p > 0.0:
+            if not self._draws:
+                self._draws = self._rng.random(4096).tolist()
+            if self._draws.pop() < self.straggler_p:
+                seconds *= self.straggler_factor
+        return value, seconds
+
+    def submit(self, task: TrialTask) -> int:
+        if not self._free:
+            raise BashtError("no idle worker")
+        trial_id = task.trial_id
+        if trial_id in self._trials:
+            raise BashtError(f"trial {trial_id} is already running")
+        worker = self._free.pop()
+        start, epoch = self._now + self.load_s, task.start_epoch + 1
+        self._trials[trial_id] = [worker, task.config, epoch, False]
+        value, seconds = self._epoch(task.config, epoch)
+        seq = self._seq
+        self._seq = seq + 2
+        heappush(self._heap, (start, seq, "loaded", trial_id, epoch - 1, self.load_s, None))
+        heappush(self._heap, (start + seconds, seq + 1, "report", trial_id, epoch, value, seconds))
+        return worker
+
+    def command(self, trial_id: int, command: str, path: str | None = None) -> None:
+        """Answer a report: CONTINUE schedules the next epoch; the others end the trial now."""
+        state = self._trials[trial_id]
+        if not state[3]:
+            raise BashtError(f"trial {trial_id} is not waiting for a command")
+        state[3] = False
+        seq = self._seq
+        self._seq = seq + 1
+        if command == CONTINUE:
+            epoch = state[2] + 1
+            state[2] = epoch
+            value, seconds = self._epoch(state[1], epoch)
+            heappush(
+                self._heap, (self._now + seconds, seq, "report", trial_id, epoch, value, seconds)
+            )
+        else:
+            kind = _ENDINGS.get(command)
+            if kind is None:
+                raise ValueError(f"unknown command {command!r}")
+            heappush(self._heap, (self._now, seq, kind, trial_id, state[2], 0.0, path))
+
+    def poll(self, timeout_s: float | None = None) -> list[TrialEvent]:
+        """Every event due at the earliest pending time, with the clock moved there; never waits.
+
+        Nothing pending means every running trial waits for a command: it returns [] at once.
+        """
+        heap = self._heap
+        if not heap:
+            return []
+        at = heap[0][0]
+        self._now = at
+        trials, metric = self._trials, self.metric
+        events: list[TrialEvent] = []
+        while heap and heap[0][0] == at:
+            _, _, kind, trial_id, epoch, number, extra = heappop(heap)
+            state = trials[trial_id]
+            if kind == "report":
+                state[3] = True
+                event = TrialEvent(
+                    kind,
+                    trial_id,
+                    state[0],
+                    epoch,
+                    {metric: number},
+                    0.0,
+                    extra,
+                    0.0,
+                    None,
+                    None,
+                    at,
+                )
+            elif kind == "loaded":
+                event = TrialEvent(
+                    kind, trial_id, state[0], epoch, {}, number, 0.0, 0.0, None, None, at
+                )
+            else:
+                del trials[trial_id]
+                self._free.append(state[0])
+                event = TrialEvent(
+                    kind, trial_id, state[0], epoch, {}, 0.0, 0.0, 0.0, extra, None, at
+                )
+            events.append(event)
+        return events

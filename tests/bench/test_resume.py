@@ -1,0 +1,87 @@
+"""`basht resume`: an interrupted ASHA run continues from the store and its decision log."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import yaml
+
+from basht.space import Float, SearchSpace
+from basht.store import Store
+from basht.tune import ASHA, replay
+from tests.test_cli import _basht, _env
+
+
+def test_an_interrupted_asha_run_resumes_to_the_end(spec, tmp_path):
+    spec["workload"]["params"] = {"epoch_s": 0.05}
+    spec["space"] = {"x": {"type": "float", "low": -1.0, "high": 1.0}}
+    spec["search"].update(pruner="asha", min_budget=1, max_budget=9, eta=3, max_trials=24)
+    path = tmp_path / "asha.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "basht.cli", "run", "-q", str(path)],
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        if (tmp_path / "basht.db").exists():
+            runs = Store(spec["store"]).list_runs()
+            if runs and len(Store(spec["store"]).trials(runs[0].id)) >= 8:
+                break
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 130
+
+    store = Store(spec["store"])
+    (run,) = store.list_runs()
+    before = {t.number: (t.state, t.value, t.budget) for t in store.trials(run.id)}
+    finished_before = {n: v for n, v in before.items() if v[0] in ("completed", "stopped")}
+    assert run.status == "interrupted" and 8 <= len(before) < 24
+
+    done = _basht("resume", run.id, "--store", spec["store"], "-q", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "asha (promotion)" in done.stdout
+
+    store = Store(spec["store"])
+    run = store.get_run(run.id)
+    trials = store.trials(run.id)
+    assert run.status == "completed"
+    assert sorted(t.number for t in trials) == list(range(24))
+    assert {t.state for t in trials} <= {"completed", "stopped"}
+    for number, (state, value, _) in finished_before.items():
+        # What had finished stays finished (paused ones may have been promoted since).
+        if state == "completed":
+            assert (trials[number].state, trials[number].value) == ("completed", value)
+    # The whole log, before and after the interruption, replays on a fresh algorithm.
+    algo = ASHA(
+        SearchSpace({"x": Float(-1.0, 1.0)}),
+        metric="accuracy",
+        mode="max",
+        min_budget=1,
+        max_budget=9,
+        eta=3,
+        seed=0,
+        max_trials=24,
+    )
+    replay(algo, store.decisions(run.id))
+    assert algo.suggest() is None
+    assert {p.attempt for p in store.phases(run.id)} == {1, 2}
+    # Promotions are in the store: trials trained past the first rung from a resumed checkpoint.
+    assert any(d.op == "suggest" and d.result == "resume" for d in store.decisions(run.id))
+    assert any(t.budget == 9 for t in trials)
+
+
+def test_a_completed_run_cannot_be_resumed(spec, write_spec, tmp_path):
+    spec["search"].update(max_trials=2, max_budget=1)
+    assert _basht("run", "-q", str(write_spec(spec)), cwd=tmp_path).returncode == 0
+    again = _basht("resume", "latest", "--store", spec["store"], cwd=tmp_path)
+    assert again.returncode == 2 and "nothing to resume" in again.stderr
