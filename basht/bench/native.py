@@ -127,7 +127,9 @@ def restore_from_store(
     decisions = store.decisions(run_id)
     replay(algorithm, decisions)
     told: dict[int, tuple[int, str | None]] = {}
+    last_op: dict[int, str] = {}
     for d in decisions:
+        last_op[d.trial] = d.op
         if d.op == "report" and d.budget is not None:
             told[d.trial] = (d.budget, d.result)
     with store.session() as s:
@@ -149,7 +151,10 @@ def restore_from_store(
                 number=row.number,
                 row_id=row.id,
                 config=row.config,
-                state=row.state,
+                # Promoted while its pause was being written, then interrupted: it is owed a run.
+                state="aborted"
+                if row.state == "paused" and last_op.get(row.number) == "suggest"
+                else row.state,
                 # A restarted trial continues from its checkpoint's epoch, or from scratch.
                 budget=_checkpoint_epoch(store, row.id) if checkpoint else 0,
                 target_budget=row.target_budget,
