@@ -174,13 +174,20 @@ class ResourcesSpec(_Strict):
 
 
 class CarbonSpec(_Strict):
+    """Grid intensity: a zone's yearly average, a fixed number, or a time series; optionally live."""
+
     region: str | None = None
     g_per_kwh: float | None = Field(default=None, ge=0)
+    csv: str | None = None
+    electricitymaps_token: str | None = None
 
     @model_validator(mode="after")
     def _one(self) -> CarbonSpec:
-        if (self.region is None) == (self.g_per_kwh is None):
-            raise ValueError("give exactly one of region or g_per_kwh")
+        given = [k for k in ("region", "g_per_kwh", "csv") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of region, g_per_kwh or csv")
+        if self.electricitymaps_token is not None and self.region is None:
+            raise ValueError("electricitymaps_token needs a region (the zone to ask for)")
         return self
 
 
@@ -188,6 +195,10 @@ class PriceSpec(_Strict):
     usd_per_hour: float | None = Field(default=None, ge=0)
     provider: str | None = None
     instance: str | None = None
+    region: str | None = None
+    vcpus: int | None = Field(default=None, ge=1)
+    gpus: int | None = Field(default=None, ge=0)
+    memory_gib: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _one(self) -> PriceSpec:
@@ -196,12 +207,35 @@ class PriceSpec(_Strict):
         return self
 
 
+class EstimateSpec(_Strict):
+    """Constants of the estimate model for this machine (defaults: Cloud Carbon Footprint's)."""
+
+    idle_w_per_vcpu: float = Field(default=0.74, ge=0)
+    max_w_per_vcpu: float = Field(default=3.5, ge=0)
+    memory_w_per_gb: float = Field(default=0.392, ge=0)
+
+    @model_validator(mode="after")
+    def _order(self) -> EstimateSpec:
+        if self.max_w_per_vcpu < self.idle_w_per_vcpu:
+            raise ValueError("max_w_per_vcpu must not be below idle_w_per_vcpu")
+        return self
+
+
+TrialStateName = Literal["failed", "aborted", "stopped", "completed", "paused"]
+
+
 class MeasureSpec(_Strict):
     energy: Literal["auto", "rapl", "nvml", "estimate", "prometheus"] = "auto"
     sample_interval_s: PositiveFloat = 0.5
     carbon: CarbonSpec = Field(default_factory=lambda: CarbonSpec(region="DE"))
     price: PriceSpec = Field(default_factory=lambda: PriceSpec(usd_per_hour=0.0))
-    prometheus_port: int | None = Field(default=None, ge=1, le=65535)
+    prometheus_port: int | None = Field(default=None, ge=0, le=65535)
+    prometheus_url: str | None = None  # read energy from this server (energy: prometheus)
+    prometheus_query: str = "sum(node_rapl_package_joules_total)"
+    estimate: EstimateSpec = Field(default_factory=EstimateSpec)
+    wasted_states: list[TrialStateName] = Field(
+        default_factory=lambda: ["failed", "aborted", "stopped"]
+    )
 
 
 class Experiment(BaseModel):
@@ -284,7 +318,14 @@ def load_experiment(path: str | Path) -> Experiment:
     except (json.JSONDecodeError, yaml.YAMLError) as err:
         kind = "JSON" if path.suffix == ".json" else "YAML"
         raise ExperimentError(f"{path}: not valid {kind}: {' '.join(str(err).split())}") from None
-    return Experiment.from_dict(data, str(path))
+    experiment = Experiment.from_dict(data, str(path))
+    csv = experiment.measure.carbon.csv
+    if csv is not None and not Path(csv).is_absolute():
+        # A time series next to the experiment file is found wherever basht runs from.
+        carbon = experiment.measure.carbon.model_copy(update={"csv": str(path.parent / csv)})
+        measure = experiment.measure.model_copy(update={"carbon": carbon})
+        experiment = experiment.model_copy(update={"measure": measure})
+    return experiment
 
 
 _TAGS = {"float", "int", "choice", "list"}

@@ -1,15 +1,29 @@
-"""Table 2 (DESIGN.md §2) computed from stored records only, so any finished run can be re-reported."""
+"""Table 2 (DESIGN.md §2) computed from stored records only, so any finished run can be re-reported.
+
+Definitions, with E_i a trial's attributed energy (the energy monitor's accounts), d_i its
+duration (load + train + validate, every segment), c_i its cost (its share of the instance over
+d_i) and W the wasted trials (`measure.wasted_states`, by default failed, aborted and stopped):
+
+    TWH  = mean E_i over all trials, kWh (also total and median)
+    CINT = Σ emissions_i / Σ E_i, gCO2eq/kWh (energy-weighted; a static intensity is itself)
+    JCT  = deploy start to test end, ms (a resumed run adds up its attempts)
+    OC   = billed cost of the instance from deploy start to undeploy end, USD
+    WTT  = Σ_{i∈W} d_i, ms;  WTE = Σ_{i∈W} E_i, kWh;  WTC = Σ_{i∈W} c_i, USD
+    WR   = 100 × idle energy / node energy, % (idle = baseline + allocation + overhead)
+"""
 
 from __future__ import annotations
 
 import statistics
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from basht.store import Store
 
 #: Trials whose compute counts as wasted: crashed, aborted, or stopped early by the pruner.
 DEFAULT_WASTED_STATES = ("failed", "aborted", "stopped")
+IDLE_KINDS = ("baseline", "allocation", "overhead")
+J_PER_KWH = 3.6e6
 
 
 @dataclass(frozen=True)
@@ -29,44 +43,88 @@ def job_completion_s(store: Store, run_id: str) -> float | None:
     """Deploy start to test end; a resumed run adds up its attempts (the time between is not work)."""
     spans: dict[int, dict[str, float]] = {}
     for p in store.phases(run_id):
-        attempt = spans.setdefault(p.attempt, {})
+        attempt = spans.setdefault(p.attempt, {"last": p.end})
         if p.name == "deploy":
             attempt["start"] = p.start
         elif p.name == "test":
             attempt["end"] = p.end
-    finished = [a for a in spans.values() if "start" in a and "end" in a]
-    if not finished:
+        if p.name != "undeploy":
+            attempt["last"] = max(attempt["last"], p.end)
+    if not any("end" in a for a in spans.values()):
         return None
-    return sum(a["end"] - a["start"] for a in finished) + sum(
-        _last_end(store, run_id, n) - a["start"]
-        for n, a in spans.items()
-        if "start" in a and "end" not in a
-    )
+    return sum(a.get("end", a["last"]) - a["start"] for a in spans.values() if "start" in a)
 
 
-def _last_end(store: Store, run_id: str, attempt: int) -> float:
-    ends = [p.end for p in store.phases(run_id) if p.attempt == attempt and p.name != "undeploy"]
-    return max(ends)
+def provisioned_s(store: Store, run_id: str) -> float:
+    """How long the resources were held: deploy start to undeploy end, over every attempt."""
+    spans: dict[int, list[float]] = defaultdict(list)
+    for p in store.phases(run_id):
+        spans[p.attempt].extend((p.start, p.end))
+    return sum(max(times) - min(times) for times in spans.values())
 
 
 def compute_metrics(
     store: Store, run_id: str, wasted_states: tuple[str, ...] = DEFAULT_WASTED_STATES
 ) -> list[Metric]:
+    from basht.energy.pricing import job_cost_usd, price_from_spec, trial_cost_usd
+    from basht.experiment import Experiment
+
+    run = store.get_run(run_id)
+    spec = dict(store.get_experiment(run.experiment_id).spec)
+    spec.pop("space_size", None)
+    experiment = Experiment.from_dict(spec, f"run {run_id}")
+    price = price_from_spec(experiment.measure.price)
+    cpus = experiment.resources.cpus_per_worker
+    gpus = 1 if experiment.resources.accelerator == "gpu" else 0
+
     trials = store.trials(run_id)
+    accounts = store.energy_accounts(run_id)
+    energy_j: dict[int, float] = defaultdict(float)
+    emissions_g: dict[int, float] = defaultdict(float)
+    idle_j: dict[str, float] = dict.fromkeys(IDLE_KINDS, 0.0)
+    node_j = node_g = 0.0
+    for a in accounts:
+        node_j += a.energy_j
+        node_g += a.emissions_g
+        if a.kind == "trial" and a.trial is not None:
+            energy_j[a.trial] += a.energy_j
+            emissions_g[a.trial] += a.emissions_g
+        elif a.kind in idle_j:
+            idle_j[a.kind] += a.energy_j
+    source = "+".join(sorted({a.source for a in accounts})) or None
+
     out: list[Metric] = []
+    per_trial_kwh = [energy_j.get(t.number, 0.0) / J_PER_KWH for t in trials]
+    durations = [trial_compute_s(t.load_s, t.train_s, t.validate_s) for t in trials]
+    wasted = [i for i, t in enumerate(trials) if t.state in wasted_states]
+    costs = [trial_cost_usd(price, d, cpus, gpus) for d in durations]
+    trial_j = sum(energy_j.values())
+
+    if per_trial_kwh:
+        out.append(Metric("TWH", statistics.fmean(per_trial_kwh), "kWh", source))
+        out.append(Metric("TWH_median", statistics.median(per_trial_kwh), "kWh", source))
+        out.append(Metric("TWH_total", sum(per_trial_kwh), "kWh", source))
+    if trial_j > 0:
+        out.append(Metric("CINT", sum(emissions_g.values()) / (trial_j / J_PER_KWH), "gCO2eq/kWh"))
+    elif node_j > 0:
+        out.append(Metric("CINT", node_g / (node_j / J_PER_KWH), "gCO2eq/kWh"))
     jct_s = job_completion_s(store, run_id)
     if jct_s is not None:
         out.append(Metric("JCT", jct_s * 1000, "ms"))
+    out.append(Metric("OC", job_cost_usd(price, provisioned_s(store, run_id)), "USD"))
+    out.append(Metric("WTT", sum(durations[i] for i in wasted) * 1000, "ms"))
+    out.append(Metric("WTE", sum(per_trial_kwh[i] for i in wasted), "kWh", source))
+    out.append(Metric("WTC", sum(costs[i] for i in wasted), "USD"))
+    if node_j > 0:
+        out.append(Metric("WR", 100 * sum(idle_j.values()) / node_j, "%", source))
+    out.append(Metric("energy_total", node_j / J_PER_KWH, "kWh", source))
+    out.append(Metric("emissions_total", node_g, "gCO2eq", source))
+    for kind, joules in idle_j.items():
+        out.append(Metric(f"idle_{kind}", joules / J_PER_KWH, "kWh", source))
+
     counts = Counter(t.state for t in trials)
     out.append(Metric("trials", float(len(trials)), "count"))
     out.extend(Metric(f"trials_{state}", float(n), "count") for state, n in sorted(counts.items()))
-    durations = [trial_compute_s(t.load_s, t.train_s, t.validate_s) for t in trials]
-    wasted = [
-        trial_compute_s(t.load_s, t.train_s, t.validate_s)
-        for t in trials
-        if t.state in wasted_states
-    ]
-    out.append(Metric("WTT", sum(wasted) * 1000, "ms"))
     if durations:
         out.append(Metric("trial_time_total", sum(durations) * 1000, "ms"))
         out.append(Metric("trial_time_median", statistics.median(durations) * 1000, "ms"))

@@ -23,6 +23,8 @@ class RunContext:
     results_dir: Path
     on_update: Any = None  # a callable taking a TunerStatus, for live progress
     resume: bool = False  # continue the stored run (`basht resume`) instead of starting afresh
+    monitor: Any = None  # the node's EnergyMonitor, running from deploy to the end of test
+    exporter: Any = None  # the live Prometheus exporter when measure.prometheus_port is set
     notes: dict[str, Any] = field(default_factory=dict)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from sqlalchemy import select
@@ -31,6 +32,7 @@ class NativeSystem:
         self.workload = WorkloadRef(exp.workload.name, dict(exp.workload.params), exp.seed)
         self.executor: LocalExecutor | None = None
         self.tuner: Tuner | None = None
+        self._segment_start: dict[int, float] = {}
 
     def deploy(self) -> None:
         resources = self.ctx.experiment.resources
@@ -62,11 +64,26 @@ class NativeSystem:
             target=exp.search.target,
             time_budget_s=exp.search.time_budget_s,
             on_update=self.ctx.on_update,
+            on_trial=self._on_trial,
         )
         if self.restored is not None:
             self.tuner.restore(*self.restored)
         status = self.tuner.run()
         self.ctx.notes["stop_reason"] = status.stop_reason
+
+    def _on_trial(self, trial_id: int, worker: int, event: str) -> None:
+        """Tell the energy monitor which trial each worker runs, and the exporter what ended."""
+        assert self.executor is not None
+        running = event == "start"
+        now = time.monotonic()
+        if running:
+            self._segment_start[trial_id] = now
+        if self.ctx.monitor is not None:
+            pid = self.executor.pid_of(worker) if running else None
+            self.ctx.monitor.assign(worker, pid, trial_id if running else None)
+        if self.ctx.exporter is not None and not running:
+            started = self._segment_start.pop(trial_id, None)
+            self.ctx.exporter.trial_ended(event, None if started is None else now - started)
 
     def collect_results(self) -> BestTrial:
         return best_trial_from_store(self.ctx)
@@ -85,7 +102,16 @@ class NativeSystem:
             target_budget=best.budget,
             resume_from=best.checkpoint,
         )
-        event = self.executor.run_test(task, best.budget)
+        monitor = self.ctx.monitor
+        if monitor is not None:
+            # The test run is booked as its own kind: neither a trial nor idle.
+            worker = self.executor.first_idle()
+            monitor.assign(worker, self.executor.pid_of(worker), best.trial_id, kind="test")
+        try:
+            event = self.executor.run_test(task, best.budget)
+        finally:
+            if monitor is not None:
+                monitor.assign(worker, None, None)
         if event.kind == "failed":
             raise BashtError(f"testing trial {best.trial_id} failed: {event.error}")
         return event.metrics

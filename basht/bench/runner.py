@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from basht.bench.lifecycle import BestTrial, RunContext, SystemUnderTest
+from basht.bench.measurement import start_exporter, start_monitor
 from basht.bench.timing import Timing, timed
 from basht.errors import BashtError
 from basht.experiment import Experiment
@@ -116,6 +117,9 @@ def _execute(
     status, error = "failed", None
     sut: SystemUnderTest | None = None
     try:
+        ctx.monitor = start_monitor(ctx.experiment, store, run_id, ctx.resume)
+        if ctx.experiment.measure.prometheus_port is not None:
+            ctx.exporter = start_exporter(ctx, ctx.experiment.measure.prometheus_port)
         sut = (system_factory or make_system)(ctx)
         with timed("deploy", record):
             sut.deploy()
@@ -131,9 +135,10 @@ def _execute(
         with timed("test", record):
             test_metrics = sut.test(best)
             store.update_run(run_id, test_metrics=test_metrics)
+        ctx.monitor.close()  # the energy accounts cover deploy to the end of test, as JCT does
         with timed("collect_metrics", record):
             extra = sut.collect_metrics()
-            metrics = compute_metrics(store, run_id)
+            metrics = compute_metrics(store, run_id, tuple(ctx.experiment.measure.wasted_states))
             store.replace_metrics(
                 run_id,
                 [(m.name, m.value, m.unit, m.source) for m in metrics]
@@ -151,6 +156,8 @@ def _execute(
         raise
     finally:
         try:
+            if ctx.monitor is not None:
+                ctx.monitor.close()
             if sut is not None:
                 with timed("undeploy", record):
                     sut.undeploy()
@@ -158,6 +165,8 @@ def _execute(
             log.error("undeploy failed: %s", err)
             error = error or f"undeploy failed: {err}"
         finally:
+            if ctx.exporter is not None:
+                ctx.exporter.stop()
             store.finish_run(run_id, status, error)
             summary = build_summary(store, run_id)
             write_results_json(summary, results_dir)

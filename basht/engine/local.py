@@ -129,6 +129,13 @@ class LocalExecutor:
     def running(self) -> list[int]:
         return [slot.trial_id for slot in self._slots if slot.trial_id is not None]
 
+    def pid_of(self, worker: int) -> int | None:
+        """The process id of worker `worker` now (a replaced worker has a new one)."""
+        for slot in self._slots:
+            if slot.index == worker:
+                return slot.process.pid
+        return None
+
     def worker_of(self, trial_id: int) -> int:
         return self._slot_of(trial_id).index
 
@@ -204,6 +211,10 @@ class LocalExecutor:
             fresh.conn.recv()
         self._slots[self._slots.index(slot)] = fresh
         return events
+
+    def first_idle(self) -> int | None:
+        """The worker the next `submit` or `run_test` will use."""
+        return next((s.index for s in self._slots if s.trial_id is None), None)
 
     def run_test(self, task: TrialTask, budget: int, timeout_s: float | None = None) -> TrialEvent:
         """Run the test phase for one configuration on an idle worker and wait for its result."""

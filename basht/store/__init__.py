@@ -4,6 +4,7 @@ from basht.store.repository import TRIAL_STATES, Store
 from basht.store.schema import (
     CheckpointRow,
     DecisionRow,
+    EnergyAccountRow,
     ExperimentRow,
     MetricRow,
     PhaseRow,
@@ -17,6 +18,7 @@ __all__ = [
     "TRIAL_STATES",
     "CheckpointRow",
     "DecisionRow",
+    "EnergyAccountRow",
     "ExperimentRow",
     "MetricRow",
     "PhaseRow",

@@ -21,6 +21,7 @@ from basht.store.schema import (
     Base,
     CheckpointRow,
     DecisionRow,
+    EnergyAccountRow,
     ExperimentRow,
     MetricRow,
     PhaseRow,
@@ -342,6 +343,19 @@ class Store:
         with self.session() as s:
             query = select(PowerSampleRow).where(PowerSampleRow.run_id == run_id)
             return s.scalars(query.order_by(PowerSampleRow.at)).all()
+
+    def replace_energy_accounts(self, run_id: str, rows: Iterable[dict[str, Any]]) -> None:
+        """The run's energy accounts as they stand now (they only grow; this rewrites them)."""
+        rows = [{"run_id": run_id, **row} for row in rows]
+        with self.engine.begin() as conn:
+            conn.execute(delete(EnergyAccountRow).where(EnergyAccountRow.run_id == run_id))
+            if rows:
+                conn.execute(insert(EnergyAccountRow), rows)
+
+    def energy_accounts(self, run_id: str) -> Sequence[EnergyAccountRow]:
+        with self.session() as s:
+            query = select(EnergyAccountRow).where(EnergyAccountRow.run_id == run_id)
+            return s.scalars(query.order_by(EnergyAccountRow.id)).all()
 
     def add_metrics(
         self, run_id: str, metrics: Iterable[tuple[str, float | None, str, str | None]]

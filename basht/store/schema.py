@@ -50,6 +50,7 @@ class RunRow(Base):
     test_metrics: Mapped[dict[str, Any] | None]
     error: Mapped[str | None] = mapped_column(Text)
     host: Mapped[dict[str, Any] | None]
+    measurement: Mapped[dict[str, Any] | None]  # energy sources, carbon source, sample interval
 
 
 class PhaseRow(Base):
@@ -141,6 +142,21 @@ class PowerSampleRow(Base):
     power_w: Mapped[float | None] = mapped_column(Float)
     energy_j: Mapped[float | None] = mapped_column(Float)
     utilization: Mapped[float | None] = mapped_column(Float)
+
+
+class EnergyAccountRow(Base):
+    """Energy and emissions booked to a trial or to an idle kind (baseline, allocation, overhead)."""
+
+    __tablename__ = "energy_account"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("run.id"), index=True)
+    kind: Mapped[str] = mapped_column(String(20))  # trial | baseline | allocation | overhead
+    trial: Mapped[int | None] = mapped_column(Integer)  # the trial's number within the run
+    component: Mapped[str] = mapped_column(String(40))  # cpu | dram | memory | gpu:0 | ...
+    source: Mapped[str] = mapped_column(String(20))  # rapl | nvml | estimate | prometheus
+    energy_j: Mapped[float] = mapped_column(Float)
+    emissions_g: Mapped[float] = mapped_column(Float)
 
 
 class MetricRow(Base):

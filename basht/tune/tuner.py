@@ -80,6 +80,7 @@ class _Trial:
     # answer at `told` was `told_decision`; a restarted trial replays them without asking again.
     told: int = 0
     told_decision: Decision | None = None
+    worker: int | None = None
 
 
 @dataclass(frozen=True)
@@ -134,8 +135,12 @@ class Tuner:
         target: float | None = None,
         time_budget_s: float | None = None,
         on_update: Callable[[TunerStatus], None] | None = None,
+        on_trial: Callable[[int, int, str], None] | None = None,
     ):
+        """`on_trial(trial_id, worker, event)` hears each trial start ("start") on a worker and
+        each end (its new state), e.g. to attribute energy or export live metrics."""
         self.algorithm, self.executor, self.run_id = algorithm, executor, run_id
+        self.on_trial = on_trial
         # Without a store (simulation at scale) the same loop runs with nothing written.
         self.store: Store | _NoStore = store if store is not None else _NoStore()
         self._logging = store is not None
@@ -229,6 +234,9 @@ class Tuner:
             resume_from=trial.checkpoint if from_checkpoint else None,
         )
         worker = self.executor.submit(task)
+        trial.worker = worker
+        if self.on_trial is not None:
+            self.on_trial(trial_id, worker, "start")
         self._move(trial, "running")
         self._running.add(trial_id)
         self.store.update_trial(
@@ -334,6 +342,8 @@ class Tuner:
             self._delete_checkpoint(trial.checkpoint)  # never resumed: free the disk
             trial.checkpoint = None
         self._move(trial, state)
+        if self.on_trial is not None and trial.worker is not None:
+            self.on_trial(event.trial_id, trial.worker, state)
         self.store.update_trial(
             trial.row_id,
             decision=decision,
@@ -385,6 +395,8 @@ class Tuner:
         for trial_id in list(self._running):
             trial = self.trials[trial_id]
             self._move(trial, "aborted")
+            if self.on_trial is not None and trial.worker is not None:
+                self.on_trial(trial_id, trial.worker, "aborted")
             self.store.update_trial(trial.row_id, state="aborted", ended_at=now)
         self._running.clear()
 

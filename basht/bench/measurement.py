@@ -1,0 +1,112 @@
+"""What the runner measures around any system under test: node energy, carbon, cost, live metrics."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from basht.energy.estimate import EstimateModel
+from basht.energy.monitor import Account, EnergyMonitor
+from basht.energy.sources import open_sources
+from basht.experiment import Experiment
+from basht.store import Store
+
+log = logging.getLogger(__name__)
+
+
+def start_monitor(experiment: Experiment, store: Store, run_id: str, resume: bool) -> EnergyMonitor:
+    """One sampler for the node, writing its samples and accounts to the store as it goes."""
+    from basht.energy.carbon import intensity_from_spec
+
+    measure, resources = experiment.measure, experiment.resources
+    estimate = EstimateModel(
+        vcpus=os.cpu_count() or 1,
+        # Allocated memory, not the host's: on a shared or virtual host the host's RAM is not ours.
+        memory_gb=resources.workers * resources.memory_per_worker_mb / 1024,
+        idle_w_per_vcpu=measure.estimate.idle_w_per_vcpu,
+        max_w_per_vcpu=measure.estimate.max_w_per_vcpu,
+        memory_w_per_gb=measure.estimate.memory_w_per_gb,
+    )
+    sources = open_sources(
+        measure.energy,
+        accelerator=resources.accelerator,
+        estimate=estimate,
+        prometheus_url=measure.prometheus_url,
+        prometheus_query=measure.prometheus_query,
+    )
+    intensity = intensity_from_spec(measure.carbon)
+    previous = _previous_accounts(store, run_id) if resume else {}
+
+    def sink(samples: list[dict[str, Any]], accounts: dict[tuple[str, int | None, str], Account]):
+        store.add_power_samples(run_id, samples)
+        merged = {k: Account(a.energy_j, a.emissions_g) for k, a in previous.items()}
+        for key, account in accounts.items():
+            target = merged.setdefault(key, Account())
+            target.energy_j += account.energy_j
+            target.emissions_g += account.emissions_g
+        store.replace_energy_accounts(
+            run_id,
+            [
+                {
+                    "kind": kind,
+                    "trial": trial,
+                    "component": component,
+                    "source": monitor.source_of.get(component, sources.name),
+                    "energy_j": a.energy_j,
+                    "emissions_g": a.emissions_g,
+                }
+                for (kind, trial, component), a in merged.items()
+            ],
+        )
+
+    monitor = EnergyMonitor(
+        source=sources,
+        sample_interval_s=measure.sample_interval_s,
+        slots=resources.workers,
+        intensity=intensity,
+        sink=sink,
+    )
+    store.update_run(
+        run_id,
+        measurement={
+            "energy": monitor.describe(),
+            "energy_sources": sorted(set(monitor.source_of.values())),
+            "carbon": intensity.describe(),
+            "sample_interval_s": monitor.interval_s,
+        },
+    )
+    log.info("energy: %s; carbon: %s", monitor.describe(), intensity.describe())
+    return monitor
+
+
+def _previous_accounts(store: Store, run_id: str) -> dict[tuple[str, int | None, str], Account]:
+    """A resumed run adds to what its earlier attempts booked."""
+    return {
+        (row.kind, row.trial, row.component): Account(row.energy_j, row.emissions_g)
+        for row in store.energy_accounts(run_id)
+    }
+
+
+def start_exporter(ctx: Any, port: int) -> Any:
+    """Live metrics on 127.0.0.1:`port` for the length of the run."""
+    from basht.energy.carbon import intensity_from_spec
+    from basht.energy.pricing import price_from_spec
+    from basht.report.exporter import LiveExporter
+
+    measure = ctx.experiment.measure
+    exporter = LiveExporter(
+        ctx.monitor,
+        port=port,
+        usd_per_hour=price_from_spec(measure.price).usd_per_hour,
+        intensity=intensity_from_spec(measure.carbon),
+    )
+    ctx.store.update_run(
+        ctx.run_id,
+        measurement={
+            **(ctx.store.get_run(ctx.run_id).measurement or {}),
+            "prometheus": f"http://{exporter.host}:{exporter.port}/metrics",
+        },
+    )
+    log.info("live metrics on http://%s:%d/metrics", exporter.host, exporter.port)
+    return exporter

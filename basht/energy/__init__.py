@@ -1,0 +1,68 @@
+"""Energy, carbon and cost: power sources, the node monitor, grid intensity, prices and billing."""
+
+from basht.energy.base import EnergySource, EnergyUnavailable, Reading
+from basht.energy.carbon import (
+    CarbonIntensity,
+    CarbonIntensityError,
+    ElectricityMapsIntensity,
+    StaticIntensity,
+    TableIntensity,
+    TimeSeriesIntensity,
+    emissions_g,
+    intensity_from_spec,
+    mean_g_per_kwh,
+)
+from basht.energy.estimate import EstimateModel, EstimateSource
+from basht.energy.monitor import Account, EnergyMonitor, Measurement
+from basht.energy.nvml import NvmlSource
+from basht.energy.pricing import (
+    BillingRule,
+    Price,
+    PriceError,
+    allocated_share,
+    billed_seconds,
+    job_cost_usd,
+    lookup_price,
+    price_from_spec,
+    price_sheet,
+    trial_cost_usd,
+)
+from basht.energy.prometheus import PrometheusClient, PrometheusSource
+from basht.energy.rapl import RaplSource
+from basht.energy.sources import CombinedSource, open_sources
+
+__all__ = [
+    "Account",
+    "BillingRule",
+    "CarbonIntensity",
+    "CarbonIntensityError",
+    "ElectricityMapsIntensity",
+    "Price",
+    "PriceError",
+    "StaticIntensity",
+    "TableIntensity",
+    "TimeSeriesIntensity",
+    "allocated_share",
+    "billed_seconds",
+    "emissions_g",
+    "intensity_from_spec",
+    "job_cost_usd",
+    "lookup_price",
+    "mean_g_per_kwh",
+    "price_from_spec",
+    "price_sheet",
+    "trial_cost_usd",
+    "CombinedSource",
+    "EnergyMonitor",
+    "EnergySource",
+    "EnergyUnavailable",
+    "EstimateModel",
+    "EstimateSource",
+    "Measurement",
+    "NvmlSource",
+    "PrometheusClient",
+    "PrometheusSource",
+    "RaplSource",
+    "Reading",
+    "open_sources",
+]

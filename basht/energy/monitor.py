@@ -1,0 +1,270 @@
+"""One sampler per node: node energy over time, measurement windows, and energy split among trials.
+
+Node energy is never measured per trial (N trackers on one node count it N times). Instead one
+background thread reads the node's cumulative counters and, over each interval, splits every
+component's energy the way Kepler does:
+
+* active = energy × u, with u the node's CPU utilisation over the interval; each worker slot's
+  trial gets active × (its worker's CPU seconds / the node's busy CPU seconds);
+* active energy no trial used (the driver, the OS, an idle worker's bookkeeping) is `overhead`;
+* idle = energy − active is split evenly over the worker slots: a slot running a trial books its
+  part as `baseline` idle (the floor paid while busy), an empty slot as `allocation` idle (a
+  provisioned worker with nothing to do: scheduling gaps, waiting for a rung, result collection).
+
+So trial energies + baseline + allocation + overhead = node energy, exactly, in every interval.
+A trial's boundaries trigger a sample, so intervals never straddle two trials on one slot.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import psutil
+
+from basht.energy.estimate import busy_and_total_s
+from basht.energy.sources import CombinedSource, open_sources
+
+log = logging.getLogger(__name__)
+
+IDLE_KINDS = ("baseline", "allocation", "overhead")
+J_PER_KWH = 3.6e6
+
+
+class Intensity(Protocol):
+    def g_per_kwh(self, at: float) -> float: ...
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Energy over one window, as Zeus's monitor returns it (here on any machine)."""
+
+    time_s: float
+    energy_j: float
+    source: str
+    by_component: dict[str, float]
+
+
+@dataclass
+class Account:
+    """Joules and grams booked to one (kind, trial, component)."""
+
+    energy_j: float = 0.0
+    emissions_g: float = 0.0
+
+
+@dataclass
+class _Slot:
+    pid: int | None = None
+    trial: int | None = None
+    kind: str = "trial"
+    process: Any = None
+    cpu_s: float = 0.0
+
+
+@dataclass
+class _Window:
+    start: float
+    energy_j: dict[str, float]
+
+
+@dataclass
+class EnergyMonitor:
+    """Samples `source` every `sample_interval_s` in a background thread until `close()`.
+
+    `slots` is the number of worker slots whose trials are attributed (`assign`). `sink`, if given,
+    receives the buffered power samples and the current accounts every `flush_every_s` and at close.
+    """
+
+    source: CombinedSource | None = None
+    sample_interval_s: float = 0.5
+    slots: int = 0
+    intensity: Intensity | None = None
+    sink: (
+        Callable[[list[dict[str, Any]], dict[tuple[str, int | None, str], Account]], None] | None
+    ) = None
+    flush_every_s: float = 5.0
+    accounts: dict[tuple[str, int | None, str], Account] = field(default_factory=dict)
+    cpu_time_s: float = 0.0  # the sampler thread's own CPU time: its overhead
+
+    def __post_init__(self) -> None:
+        self.source = self.source or open_sources()
+        self._lock = threading.RLock()
+        self._slots = [_Slot() for _ in range(self.slots)]
+        self._windows: dict[str, _Window] = {}
+        self._samples: list[dict[str, Any]] = []
+        self.samples_taken = 0
+        first = self.source.read()
+        self._at = first.at
+        self._energy = dict(first.energy_j)
+        self._busy, _ = busy_and_total_s()
+        self.total_j: dict[str, float] = {c: 0.0 for c in self._energy}
+        limit = self.source.max_interval_s()
+        self.interval_s = min(self.sample_interval_s, limit) if limit else self.sample_interval_s
+        self._stop = threading.Event()
+        self._last_flush = time.monotonic()
+        self._thread = threading.Thread(target=self._loop, name="basht-energy", daemon=True)
+        self._thread.start()
+
+    @property
+    def source_of(self) -> dict[str, str]:
+        assert self.source is not None
+        return self.source.component_sources
+
+    # -- the sampler ------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        start = time.thread_time()
+        while not self._stop.wait(self.interval_s):
+            self.sample()
+            if self.sink is not None and time.monotonic() - self._last_flush >= self.flush_every_s:
+                self.flush()
+            self.cpu_time_s = time.thread_time() - start
+
+    def sample(self) -> None:
+        """Read the node now and book the interval since the last sample."""
+        with self._lock:
+            assert self.source is not None
+            reading = self.source.read()
+            busy, _ = busy_and_total_s()
+            dt = reading.at - self._at
+            d_busy = busy - self._busy
+            cpus = psutil.cpu_count() or 1
+            u = min(max(d_busy / (dt * cpus), 0.0), 1.0) if dt > 0 else 0.0
+            shares = self._worker_shares(d_busy)
+            intensity = self.intensity.g_per_kwh(reading.at) if self.intensity else 0.0
+            for component, total in reading.energy_j.items():
+                energy = max(0.0, total - self._energy.get(component, 0.0))
+                self.total_j[component] = self.total_j.get(component, 0.0) + energy
+                self._book(component, energy, u, shares, intensity)
+                self._samples.append(
+                    {
+                        "at": reading.at,
+                        "node": "local",
+                        "component": component,
+                        "source": self.source_of.get(component, self.source.name),
+                        "power_w": energy / dt if dt > 0 else None,
+                        "energy_j": self.total_j[component],
+                        "utilization": u,
+                    }
+                )
+            self._energy = dict(reading.energy_j)
+            self._at, self._busy = reading.at, busy
+            self.samples_taken += 1
+
+    def _worker_shares(self, d_busy: float) -> list[float]:
+        """Each slot's part of the node's busy CPU time over the interval (summing to at most 1)."""
+        deltas = []
+        for slot in self._slots:
+            cpu = slot.cpu_s
+            if slot.process is not None:
+                try:
+                    times = slot.process.cpu_times()
+                    cpu = times.user + times.system
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    slot.process = None
+            deltas.append(max(0.0, cpu - slot.cpu_s))
+            slot.cpu_s = cpu
+        used = sum(deltas)
+        if d_busy <= 0 or used <= 0:
+            return [0.0] * len(deltas)
+        scale = 1.0 / max(d_busy, used)  # measurement jitter must not book more than was used
+        return [d * scale for d in deltas]
+
+    def _book(
+        self, component: str, energy: float, u: float, shares: list[float], intensity: float
+    ) -> None:
+        active = energy * u
+        idle = energy - active
+        booked = 0.0
+        for slot, share in zip(self._slots, shares, strict=True):
+            if slot.trial is not None and share > 0:
+                self._add(slot.kind, slot.trial, component, active * share, intensity)
+                booked += active * share
+        self._add("overhead", None, component, active - booked, intensity)
+        if not self._slots:
+            self._add("baseline", None, component, idle, intensity)
+            return
+        per_slot = idle / len(self._slots)
+        busy_slots = sum(slot.trial is not None for slot in self._slots)
+        self._add("baseline", None, component, per_slot * busy_slots, intensity)
+        self._add(
+            "allocation", None, component, per_slot * (len(self._slots) - busy_slots), intensity
+        )
+
+    def _add(self, kind: str, trial: int | None, component: str, joules: float, g_per_kwh: float):
+        account = self.accounts.setdefault((kind, trial, component), Account())
+        account.energy_j += joules
+        account.emissions_g += joules / J_PER_KWH * g_per_kwh
+
+    # -- what the engine tells it -----------------------------------------------------------
+
+    def assign(self, slot: int, pid: int | None, trial: int | None, kind: str = "trial") -> None:
+        """Slot `slot` now runs `trial` in process `pid` (None: the slot is empty).
+
+        `kind` books its energy as something other than a trial: the test phase runs on a worker
+        too, and its energy is neither a trial's nor idle.
+        """
+        with self._lock:
+            self.sample()  # close the interval at the boundary
+            s = self._slots[slot]
+            if pid != s.pid:
+                s.pid = pid
+                s.process = psutil.Process(pid) if pid is not None else None
+                s.cpu_s = 0.0
+                if s.process is not None:
+                    times = s.process.cpu_times()
+                    s.cpu_s = times.user + times.system
+            s.trial, s.kind = trial, kind
+
+    # -- windows ----------------------------------------------------------------------------
+
+    def begin_window(self, key: str) -> None:
+        with self._lock:
+            self.sample()
+            self._windows[key] = _Window(self._at, dict(self.total_j))
+
+    def end_window(self, key: str) -> Measurement:
+        with self._lock:
+            self.sample()
+            window = self._windows.pop(key)
+            by_component = {
+                c: self.total_j.get(c, 0.0) - window.energy_j.get(c, 0.0) for c in self.total_j
+            }
+            sources = sorted(set(self.source_of.values()))
+            return Measurement(
+                time_s=self._at - window.start,
+                energy_j=sum(by_component.values()),
+                source="+".join(sources),
+                by_component=by_component,
+            )
+
+    # -- output -----------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        if self.sink is None:
+            return
+        with self._lock:
+            samples, self._samples = self._samples, []
+            accounts = {k: Account(a.energy_j, a.emissions_g) for k, a in self.accounts.items()}
+            self._last_flush = time.monotonic()
+        self.sink(samples, accounts)
+
+    def close(self) -> None:
+        """Stop sampling after a last sample, and hand everything to the sink."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._thread.join(timeout=5.0)
+        self.sample()
+        self.flush()
+        assert self.source is not None
+        self.source.close()
+
+    def describe(self) -> str:
+        assert self.source is not None
+        return self.source.describe()

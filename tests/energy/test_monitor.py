@@ -1,0 +1,131 @@
+"""The estimate model, the monitor's windows, and energy attribution that adds up."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from basht.energy import CombinedSource, EnergyMonitor, EstimateModel, EstimateSource, Reading
+from basht.energy import estimate as estimate_module
+
+
+class CountingSource:
+    """A meter that gains `watts` joules per second of wall time."""
+
+    name = "estimate"
+
+    def __init__(self, watts: float = 100.0):
+        self.watts, self.start = watts, time.time()
+
+    def read(self) -> Reading:
+        now = time.time()
+        return Reading(now, {"cpu": (now - self.start) * self.watts})
+
+    def max_interval_s(self):
+        return None
+
+    def describe(self) -> str:
+        return "counting"
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_estimate_model_has_an_idle_floor_and_a_linear_rise():
+    m = EstimateModel(
+        vcpus=4, memory_gb=8, idle_w_per_vcpu=1.0, max_w_per_vcpu=4.0, memory_w_per_gb=0.5
+    )
+    assert m.cpu_power_w(0.0) == 4.0
+    assert m.cpu_power_w(0.5) == pytest.approx(10.0)
+    assert m.cpu_power_w(2.0) == 16.0  # clamped
+    assert m.memory_power_w() == 4.0 and m.max_power_w == 20.0
+
+
+def test_the_estimate_integrates_model_power_over_measured_utilisation(monkeypatch):
+    times = iter([(0.0, 100.0), (50.0, 200.0)])  # busy, total CPU seconds: u = 0.5
+    monkeypatch.setattr(estimate_module, "busy_and_total_s", lambda: next(times))
+    clock = iter([1000.0, 1010.0])
+    monkeypatch.setattr(estimate_module.time, "time", lambda: next(clock))
+    model = EstimateModel(
+        vcpus=2, memory_gb=10, idle_w_per_vcpu=1.0, max_w_per_vcpu=3.0, memory_w_per_gb=0.1
+    )
+    source = EstimateSource(model)
+    reading = source.read()
+    assert reading.energy_j == pytest.approx({"cpu": 2 * (1 + 2 * 0.5) * 10, "memory": 10.0})
+
+
+def _monitor(**kwargs) -> EnergyMonitor:
+    return EnergyMonitor(
+        source=CombinedSource([CountingSource()]), sample_interval_s=0.05, **kwargs
+    )
+
+
+def test_booking_splits_active_and_idle_and_adds_up():
+    monitor = _monitor(slots=2)
+    monitor.close()
+    monitor.accounts.clear()
+    monitor._slots[0].trial = 7
+    monitor._book("cpu", 100.0, u=0.5, shares=[0.3, 0.2], intensity=400.0)
+    got = {k: round(a.energy_j, 9) for k, a in monitor.accounts.items() if a.energy_j}
+    # Active 50 J: trial 7 used 30 % of the busy CPU; the empty slot's 20 % and the rest is
+    # overhead. Idle 50 J: half per slot, busy slot -> baseline, empty slot -> allocation.
+    assert got == {
+        ("trial", 7, "cpu"): 15.0,
+        ("overhead", None, "cpu"): 35.0,
+        ("baseline", None, "cpu"): 25.0,
+        ("allocation", None, "cpu"): 25.0,
+    }
+    grams = sum(a.emissions_g for a in monitor.accounts.values())
+    assert grams == pytest.approx(100 / 3.6e6 * 400)
+
+
+def test_windows_measure_the_energy_between_begin_and_end():
+    monitor = _monitor()
+    monitor.begin_window("epoch")
+    time.sleep(0.3)
+    m = monitor.end_window("epoch")
+    monitor.close()
+    assert m.source == "estimate"
+    assert m.energy_j == pytest.approx(100.0 * m.time_s, rel=0.05)
+    assert 0.25 < m.time_s < 1.0
+
+
+def test_real_busy_processes_get_their_energy_and_everything_adds_up():
+    busy = [
+        subprocess.Popen(
+            [sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<3: pass"]
+        )
+        for _ in range(2)
+    ]
+    monitor = EnergyMonitor(
+        source=CombinedSource([EstimateSource()]), sample_interval_s=0.1, slots=3
+    )
+    monitor.assign(0, busy[0].pid, 0)
+    monitor.assign(1, busy[1].pid, 1)
+    time.sleep(1.5)
+    monitor.assign(0, None, None)
+    monitor.assign(1, None, None)
+    monitor.close()
+    for p in busy:
+        p.kill()
+        p.wait()
+    accounts = monitor.accounts
+    node = sum(monitor.total_j.values())
+    assert sum(a.energy_j for a in accounts.values()) == pytest.approx(node, rel=1e-9)
+    trial = {
+        t: sum(a.energy_j for (k, tt, _), a in accounts.items() if k == "trial" and tt == t)
+        for t in (0, 1)
+    }
+    assert trial[0] > 0 and trial[1] > 0
+    assert sum(a.energy_j for (k, _, _), a in accounts.items() if k == "allocation") > 0
+
+
+def test_the_sampler_measures_its_own_cpu_time():
+    monitor = _monitor(slots=2)
+    time.sleep(0.5)
+    monitor.close()
+    assert monitor.samples_taken >= 5
+    assert monitor.cpu_time_s > 0  # benchmarks/monitor.py reports it against a core
