@@ -11,7 +11,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, delete, event, func, insert, inspect, select, text, update
+from sqlalchemy import (
+    bindparam,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    inspect,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -60,6 +71,19 @@ def open_engine(url: str) -> Engine:
             Path(database).parent.mkdir(parents=True, exist_ok=True)
         event.listen(engine, "connect", _sqlite_pragmas)
     return engine
+
+
+# The hot path (a few writes per trial and per epoch) uses statements built once, with the values
+# passed as parameters: building a statement per call costs more than the SQLite write itself.
+_INSERT_TRIAL = insert(TrialRow)
+_INSERT_DECISION = insert(DecisionRow)
+_INSERT_REPORT = insert(TrialReportRow)
+_UPDATE_TRIAL = update(TrialRow).where(TrialRow.id == bindparam("_id"))
+_ADD_LOAD_TIME = _UPDATE_TRIAL.values(load_s=TrialRow.load_s + bindparam("_load_s"))
+_ADD_REPORT_TIMES = _UPDATE_TRIAL.values(
+    train_s=TrialRow.train_s + bindparam("_train_s"),
+    validate_s=TrialRow.validate_s + bindparam("_validate_s"),
+)
 
 
 def _add_missing_columns(engine: Engine) -> None:
@@ -217,29 +241,24 @@ class Store:
     ) -> int:
         """A new trial; `decision` (the suggestion that made it) is logged in the same transaction."""
         row = {"state": "pending", "budget": 0, "load_s": 0.0, "train_s": 0.0, "validate_s": 0.0}
-        row.update(values)
+        row.update(values, run_id=run_id, number=number, config=config, target_budget=target_budget)
         with self.engine.begin() as conn:
-            result = conn.execute(
-                insert(TrialRow).values(
-                    run_id=run_id, number=number, config=config, target_budget=target_budget, **row
-                )
-            )
+            result = conn.execute(_INSERT_TRIAL, row)
             if decision is not None:
-                conn.execute(insert(DecisionRow).values(**decision))
+                conn.execute(_INSERT_DECISION, decision)
         return int(result.inserted_primary_key[0])
 
     def update_trial(
         self, trial_id: int, decision: dict[str, Any] | None = None, **values: Any
     ) -> None:
-        statements = [update(TrialRow).where(TrialRow.id == trial_id).values(**values)]
-        if decision is not None:
-            statements.append(insert(DecisionRow).values(**decision))
-        self._write(*statements)
+        with self.engine.begin() as conn:
+            conn.execute(_UPDATE_TRIAL, {"_id": trial_id, **values})
+            if decision is not None:
+                conn.execute(_INSERT_DECISION, decision)
 
     def add_trial_time(self, trial_id: int, *, load_s: float = 0.0) -> None:
-        self._write(
-            update(TrialRow).where(TrialRow.id == trial_id).values(load_s=TrialRow.load_s + load_s)
-        )
+        with self.engine.begin() as conn:
+            conn.execute(_ADD_LOAD_TIME, {"_id": trial_id, "_load_s": load_s})
 
     def add_report(
         self,
@@ -252,27 +271,31 @@ class Store:
         decision: dict[str, Any] | None = None,
     ) -> None:
         """One epoch's result; the trial's totals and the algorithm's decision in one transaction."""
-        extra = [insert(DecisionRow).values(**decision)] if decision is not None else []
-        self._write(
-            *extra,
-            insert(TrialReportRow).values(
-                trial_id=trial_id,
-                epoch=epoch,
-                value=value,
-                metrics=metrics,
-                train_s=train_s,
-                validate_s=validate_s,
-                at=time.time(),
-            ),
-            update(TrialRow)
-            .where(TrialRow.id == trial_id)
-            .values(
-                budget=epoch,
-                value=value,
-                train_s=TrialRow.train_s + train_s,
-                validate_s=TrialRow.validate_s + validate_s,
-            ),
-        )
+        with self.engine.begin() as conn:
+            if decision is not None:
+                conn.execute(_INSERT_DECISION, decision)
+            conn.execute(
+                _INSERT_REPORT,
+                {
+                    "trial_id": trial_id,
+                    "epoch": epoch,
+                    "value": value,
+                    "metrics": metrics,
+                    "train_s": train_s,
+                    "validate_s": validate_s,
+                    "at": time.time(),
+                },
+            )
+            conn.execute(
+                _ADD_REPORT_TIMES,
+                {
+                    "_id": trial_id,
+                    "budget": epoch,
+                    "value": value,
+                    "_train_s": train_s,
+                    "_validate_s": validate_s,
+                },
+            )
 
     def trials(self, run_id: str, states: Iterable[str] | None = None) -> Sequence[TrialRow]:
         with self.session() as s:
@@ -306,7 +329,8 @@ class Store:
             return s.scalars(query.order_by(DecisionRow.seq)).all()
 
     def log_decision(self, decision: dict[str, Any]) -> None:
-        self._write(insert(DecisionRow).values(**decision))
+        with self.engine.begin() as conn:
+            conn.execute(_INSERT_DECISION, decision)
 
     # -- checkpoints ------------------------------------------------------------------------
 

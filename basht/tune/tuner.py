@@ -267,32 +267,33 @@ class Tuner:
             self._on_end(event, trial)
 
     def _on_report(self, event: TrialEvent, trial: _Trial) -> None:
+        """Decide, answer the worker at once, then record: the write overlaps the next epoch."""
         value = event.metrics.get(self.metric)
         trial.budget = event.epoch
         args = (trial.row_id, event.epoch, value, event.metrics, event.train_s, event.validate_s)
+        logged = None
         if value is None or not math.isfinite(value):
             got = ", ".join(event.metrics) or "nothing"
             trial.failure = (
                 f"metric {self.metric!r} missing or not finite in the report (got: {got})"
             )
-            self.store.add_report(*args)
             self.executor.command(event.trial_id, STOP)
-            return
-        trial.value = value
-        if self.status.stop_reason is not None and not self._is_target(value):
-            self.store.add_report(*args)
+        elif self.status.stop_reason is not None and not self._is_target(value):
+            trial.value = value
             self.executor.command(event.trial_id, STOP)
-            return
-        if event.epoch < trial.told:
-            decision = Decision.CONTINUE  # the algorithm heard this before the run was resumed
-            self.store.add_report(*args)
-        elif event.epoch == trial.told and trial.told_decision is not None:
-            decision = trial.told_decision
-            self.store.add_report(*args)
         else:
-            decision = self.algorithm.report(event.trial_id, event.epoch, value)
-            logged = self._log("report", event.trial_id, event.epoch, value, decision.value)
-            self.store.add_report(*args, decision=logged)
+            trial.value = value
+            if event.epoch < trial.told:
+                decision = Decision.CONTINUE  # the algorithm heard this before a resume
+            elif event.epoch == trial.told and trial.told_decision is not None:
+                decision = trial.told_decision
+            else:
+                decision = self.algorithm.report(event.trial_id, event.epoch, value)
+                logged = self._log("report", event.trial_id, event.epoch, value, decision.value)
+            self._answer(event, trial, value, decision)
+        self.store.add_report(*args, decision=logged)
+
+    def _answer(self, event: TrialEvent, trial: _Trial, value: float, decision: Decision) -> None:
         if self._is_target(value):
             self.status.stop_reason = self.status.stop_reason or f"target {self.target} reached"
             self._complete(event.trial_id, trial)
