@@ -10,6 +10,8 @@ d_i) and W the wasted trials (`measure.wasted_states`, by default failed, aborte
     OC   = billed cost of the instance from deploy start to undeploy end, USD
     WTT  = Σ_{i∈W} d_i, ms;  WTE = Σ_{i∈W} E_i, kWh;  WTC = Σ_{i∈W} c_i, USD
     WR   = 100 × idle energy / node energy, % (idle = baseline + allocation + overhead)
+
+Node energy = Σ E_i + idle + the test phase's energy (`energy_test`), exactly.
 """
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ def compute_metrics(
     energy_j: dict[int, float] = defaultdict(float)
     emissions_g: dict[int, float] = defaultdict(float)
     idle_j: dict[str, float] = dict.fromkeys(IDLE_KINDS, 0.0)
-    node_j = node_g = 0.0
+    test_j = node_j = node_g = 0.0
     for a in accounts:
         node_j += a.energy_j
         node_g += a.emissions_g
@@ -91,6 +93,8 @@ def compute_metrics(
             emissions_g[a.trial] += a.emissions_g
         elif a.kind in idle_j:
             idle_j[a.kind] += a.energy_j
+        elif a.kind == "test":
+            test_j += a.energy_j
     source = "+".join(sorted({a.source for a in accounts})) or None
 
     out: list[Metric] = []
@@ -121,6 +125,7 @@ def compute_metrics(
     out.append(Metric("emissions_total", node_g, "gCO2eq", source))
     for kind, joules in idle_j.items():
         out.append(Metric(f"idle_{kind}", joules / J_PER_KWH, "kWh", source))
+    out.append(Metric("energy_test", test_j / J_PER_KWH, "kWh", source))
 
     counts = Counter(t.state for t in trials)
     out.append(Metric("trials", float(len(trials)), "count"))

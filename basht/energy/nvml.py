@@ -43,11 +43,14 @@ class NvmlSource:
         self._start_mj: dict[int, float] = {}
         self._energy: dict[int, float] = {i: 0.0 for i in self.indices}
         self._last_power_w: dict[int, float] = {}
+        self._last_mj: dict[int, float] = {}
+        self._advanced_at: dict[int, float] = {}
         self._at = time.time()
         for i, handle in self._handles.items():
             self._counter[i] = self._supports_counter(handle)
             if self._counter[i]:
                 self._start_mj[i] = float(pynvml.nvmlDeviceGetTotalEnergyConsumption(handle))
+                self._last_mj[i], self._advanced_at[i] = self._start_mj[i], self._at
             else:
                 self._last_power_w[i] = self._power_w(handle)
 
@@ -68,14 +71,25 @@ class NvmlSource:
         dt = now - self._at
         for i, handle in self._handles.items():
             if self._counter[i]:
-                total_mj = float(self._nvml.nvmlDeviceGetTotalEnergyConsumption(handle))
-                self._energy[i] = (total_mj - self._start_mj[i]) / 1000.0
+                self._energy[i] = self._counter_energy(i, handle, now)
             else:
                 power = self._power_w(handle)
                 self._energy[i] += (power + self._last_power_w[i]) / 2 * dt
                 self._last_power_w[i] = power
         self._at = now
         return Reading(now, {f"gpu:{i}": e for i, e in self._energy.items()})
+
+    def _counter_energy(self, i: int, handle: Any, now: float) -> float:
+        """The counter's joules; between its updates (every 100 ms or so) a provisional
+        power × time since the last update, so a short window does not read 0 J. The counter is
+        the truth again at its next update; the total never goes backwards."""
+        total_mj = float(self._nvml.nvmlDeviceGetTotalEnergyConsumption(handle))
+        counted = (total_mj - self._start_mj[i]) / 1000.0
+        if total_mj != self._last_mj.get(i):
+            self._last_mj[i], self._advanced_at[i] = total_mj, now
+            return max(self._energy[i], counted)
+        provisional = counted + self._power_w(handle) * (now - self._advanced_at[i])
+        return max(self._energy[i], provisional)
 
     def max_interval_s(self) -> float | None:
         # Power integration needs frequent samples; counters do not.

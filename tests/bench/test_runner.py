@@ -168,3 +168,41 @@ def test_target_stops_the_job(spec, tmp_path):
     trials = Store(spec["store"]).trials(result.run_id)
     assert len(trials) < 50
     assert result.best_value >= 2.0
+
+
+def test_table_2_adds_up_and_counts_exactly_the_wasted_trials(spec, tmp_path):
+    spec["workload"] = {"name": "tests.user_workloads:Counter"}
+    spec["space"] = {
+        "kind": {"type": "choice", "values": ["ok", "ok", "boom"]},
+        "x": {"type": "float", "low": 0.1, "high": 1.0},
+    }
+    spec["search"].update(pruner="asha", min_budget=1, max_budget=9, eta=3, max_trials=12)
+    spec["measure"] = {"energy": "estimate", "sample_interval_s": 0.05}
+    result = run_benchmark(Experiment.from_dict(spec), results_root=tmp_path / "results")
+    store = Store(spec["store"])
+    trials = store.trials(result.run_id)
+    accounts = store.energy_accounts(result.run_id)
+    node_j = sum(a.energy_j for a in accounts)
+    # The monitor's own running total per component (the last power sample) is the node energy.
+    last: dict[str, float] = {}
+    for sample in store.power_samples(result.run_id):
+        last[sample.component] = sample.energy_j
+    assert node_j == pytest.approx(sum(last.values()), rel=1e-9)
+    kwh = {
+        t.number: sum(a.energy_j for a in accounts if a.kind == "trial" and a.trial == t.number)
+        / 3.6e6
+        for t in trials
+    }
+    idle = sum(a.energy_j for a in accounts if a.kind in ("baseline", "allocation", "overhead"))
+    test = sum(a.energy_j for a in accounts if a.kind == "test")
+    assert sum(kwh.values()) * 3.6e6 + idle + test == pytest.approx(node_j, rel=1e-9)
+    m = result.metrics
+    wasted = [t for t in trials if t.state in ("failed", "stopped")]
+    assert {t.state for t in wasted} == {"failed", "stopped"}
+    assert m["WTE"]["value"] == pytest.approx(sum(kwh[t.number] for t in wasted))
+    assert m["WTT"]["value"] == pytest.approx(
+        sum(t.load_s + t.train_s + t.validate_s for t in wasted) * 1000
+    )
+    assert m["WR"]["value"] == pytest.approx(100 * idle / node_j)
+    for name in ("TWH", "WTE", "WR", "energy_total"):
+        assert m[name]["source"] == "estimate"
