@@ -60,10 +60,13 @@ def start_monitor(experiment: Experiment, store: Store, run_id: str, resume: boo
             ],
         )
 
+    gpus = sorted(c for c in sources.component_sources if c.startswith("gpu:"))
     monitor = EnergyMonitor(
         source=sources,
         sample_interval_s=measure.sample_interval_s,
         slots=resources.workers,
+        # Workers take the GPUs in turn (worker w on GPU w mod count), as the executor places them.
+        slot_devices=[gpus[w % len(gpus)] for w in range(resources.workers)] if gpus else None,
         intensity=intensity,
         sink=sink,
     )

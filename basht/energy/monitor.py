@@ -89,6 +89,7 @@ class EnergyMonitor:
         Callable[[list[dict[str, Any]], dict[tuple[str, int | None, str], Account]], None] | None
     ) = None
     flush_every_s: float = 5.0
+    slot_devices: list[str] | None = None  # the GPU component each worker slot uses, e.g. gpu:0
     accounts: dict[tuple[str, int | None, str], Account] = field(default_factory=dict)
     cpu_time_s: float = 0.0  # the sampler thread's own CPU time: its overhead
 
@@ -97,6 +98,7 @@ class EnergyMonitor:
         self._lock = threading.RLock()
         self._slots = [_Slot() for _ in range(self.slots)]
         self._windows: dict[str, _Window] = {}
+        self._device_floor_w: dict[str, float] = {}
         self._samples: list[dict[str, Any]] = []
         self.samples_taken = 0
         first = self.source.read()
@@ -141,7 +143,7 @@ class EnergyMonitor:
             for component, total in reading.energy_j.items():
                 energy = max(0.0, total - self._energy.get(component, 0.0))
                 self.total_j[component] = self.total_j.get(component, 0.0) + energy
-                self._book(component, energy, u, shares, intensity)
+                self._book(component, energy, u, shares, intensity, dt)
                 self._samples.append(
                     {
                         "at": reading.at,
@@ -177,8 +179,17 @@ class EnergyMonitor:
         return [d * scale for d in deltas]
 
     def _book(
-        self, component: str, energy: float, u: float, shares: list[float], intensity: float
+        self,
+        component: str,
+        energy: float,
+        u: float,
+        shares: list[float],
+        intensity: float,
+        dt: float = 0.0,
     ) -> None:
+        if component.startswith("gpu:") and self.slot_devices:
+            self._book_device(component, energy, intensity, dt)
+            return
         active = energy * u
         idle = energy - active
         booked = 0.0
@@ -196,6 +207,29 @@ class EnergyMonitor:
         self._add(
             "allocation", None, component, per_slot * (len(self._slots) - busy_slots), intensity
         )
+
+    def _book_device(self, device: str, energy: float, intensity: float, dt: float) -> None:
+        """A GPU's energy goes to the trials on the slots that own it, not by CPU time.
+
+        Its idle floor is the lowest power the device has shown (Kepler's GPU rule); the rest is
+        active and split evenly among the trials sharing the device. The floor is baseline idle
+        while a trial holds the device and allocation idle while none does.
+        """
+        power = energy / dt if dt > 0 else 0.0
+        if dt > 0:
+            self._device_floor_w[device] = min(self._device_floor_w.get(device, power), power)
+        idle = min(energy, self._device_floor_w.get(device, 0.0) * dt)
+        active = energy - idle
+        owners = [
+            s
+            for s, d in zip(self._slots, self.slot_devices, strict=False)
+            if d == device and s.trial is not None
+        ]
+        for slot in owners:
+            self._add(slot.kind, slot.trial, device, active / len(owners), intensity)
+        if not owners:
+            self._add("overhead", None, device, active, intensity)
+        self._add("baseline" if owners else "allocation", None, device, idle, intensity)
 
     def _add(self, kind: str, trial: int | None, component: str, joules: float, g_per_kwh: float):
         account = self.accounts.setdefault((kind, trial, component), Account())

@@ -129,3 +129,21 @@ def test_the_sampler_measures_its_own_cpu_time():
     monitor.close()
     assert monitor.samples_taken >= 5
     assert monitor.cpu_time_s > 0  # benchmarks/monitor.py reports it against a core
+
+
+def test_gpu_energy_goes_to_the_trials_on_that_device():
+    monitor = _monitor(slots=3, slot_devices=["gpu:0", "gpu:0", "gpu:1"])
+    monitor.close()
+    monitor.accounts.clear()
+    monitor._device_floor_w = {"gpu:0": 50.0, "gpu:1": 40.0}
+    monitor._slots[0].trial, monitor._slots[1].trial = 1, 2  # both share gpu:0; gpu:1 is empty
+    monitor._book("gpu:0", 300.0, u=0.1, shares=[0.0, 0.0, 0.0], intensity=0.0, dt=1.0)
+    monitor._book("gpu:1", 60.0, u=0.1, shares=[0.0, 0.0, 0.0], intensity=0.0, dt=1.0)
+    got = {k: round(a.energy_j, 9) for k, a in monitor.accounts.items() if a.energy_j}
+    assert got == {
+        ("trial", 1, "gpu:0"): 125.0,  # (300 − 50 W floor) shared by the two trials on gpu:0
+        ("trial", 2, "gpu:0"): 125.0,
+        ("baseline", None, "gpu:0"): 50.0,
+        ("overhead", None, "gpu:1"): 20.0,  # nobody on gpu:1: active beyond its floor
+        ("allocation", None, "gpu:1"): 40.0,
+    }
