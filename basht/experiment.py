@@ -238,6 +238,13 @@ class MeasureSpec(_Strict):
     )
 
 
+class EngineSpec(_Strict):
+    """How trials share the machine: `fluid` re-plans widths (threads, GPUs); `fifo` fixes them."""
+
+    scheduler: Literal["fifo", "fluid"] = "fifo"
+    max_width: PositiveInt | None = None  # the most cores (or GPUs) one trial may get
+
+
 class Experiment(BaseModel):
     """A validated experiment: every field of the seed's Table 1 has a home here."""
 
@@ -252,6 +259,7 @@ class Experiment(BaseModel):
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
     system: Literal["native", "optuna", "raytune"] = "native"
     executor: Literal["local", "ray", "simulated"] = "local"
+    engine: EngineSpec = Field(default_factory=EngineSpec)
     measure: MeasureSpec = Field(default_factory=MeasureSpec)
     store: str = "sqlite:///basht.db"
 

@@ -36,7 +36,10 @@ class NativeSystem:
 
     def deploy(self) -> None:
         resources = self.ctx.experiment.resources
-        self.executor = LocalExecutor(resources.workers, resources.cpus_per_worker)
+        engine = self.ctx.experiment.engine
+        self.executor = LocalExecutor(
+            resources.workers, resources.cpus_per_worker, engine.scheduler, engine.max_width
+        )
         self.executor.start()
 
     def setup(self) -> None:

@@ -7,11 +7,12 @@ import logging
 import multiprocessing as mp
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from basht.engine.messages import TrialEvent, TrialTask, WorkloadRef
+from basht.engine.messages import CONTINUE, TrialEvent, TrialTask, WorkloadRef
+from basht.engine.packing import TrialLoad, fluid_widths
 from basht.engine.threads import thread_env
 from basht.engine.worker import worker_main
 from basht.errors import BashtError
@@ -19,6 +20,27 @@ from basht.errors import BashtError
 log = logging.getLogger(__name__)
 
 _START_TIMEOUT_S = 120.0
+
+
+@dataclass
+class _Load:
+    """What Fluid knows of a running trial: its budget, progress and epoch times per width."""
+
+    target: int | None
+    epoch: int
+    width: int = 1
+    epoch_s: dict[int, float] = field(default_factory=dict)
+
+    def epochs_left(self) -> int:
+        return max(1, (self.target or self.epoch + 1) - self.epoch)
+
+    def one_thread_s(self, speedup: Any) -> float | None:
+        if 1 in self.epoch_s:
+            return self.epoch_s[1]
+        if self.epoch_s:
+            width, seconds = next(iter(self.epoch_s.items()))
+            return seconds * speedup(width)
+        return None
 
 
 @dataclass
@@ -39,8 +61,21 @@ class LocalExecutor:
     is how the tuning algorithm acts at epoch boundaries.
     """
 
-    def __init__(self, workers: int, threads: int = 1):
-        self.workers, self.threads = workers, threads
+    def __init__(
+        self, workers: int, threads: int = 1, scheduler: str = "fifo", max_width: int | None = None
+    ):
+        """`scheduler="fluid"` re-plans the running trials' thread counts out of the pool's cores
+        (workers × threads) whenever a trial starts or ends; each trial takes its new width at
+        its next epoch, without a restart. `fifo` keeps `threads` each."""
+        if scheduler not in ("fifo", "fluid"):
+            raise BashtError(f"engine.scheduler: expected fifo or fluid, got {scheduler!r}")
+        self.workers, self.threads, self.scheduler = workers, threads, scheduler
+        self.capacity = workers * threads
+        self.max_width = max_width or self.capacity
+        self._loads: dict[int, _Load] = {}
+        self._planned: dict[int, int] = {}
+        # width -> measured speed-ups over one thread (t1 / tw), from trials that ran at both
+        self._speedups: dict[int, list[float]] = {}
         self._ctx = mp.get_context("spawn")
         self._slots: list[_Slot] = []
         self._setup_ref: WorkloadRef | None = None
@@ -143,13 +178,63 @@ class LocalExecutor:
         slot = next((s for s in self._slots if s.trial_id is None), None)
         if slot is None:
             raise BashtError("no idle worker")
+        if self.scheduler == "fluid":
+            self._loads[task.trial_id] = _Load(task.target_budget, task.start_epoch)
+            self._replan()
+            width = self._planned.get(task.trial_id, 1)
+            self._loads[task.trial_id].width = width
+            task = replace(task, threads=width)
         slot.trial_id, slot.task = task.trial_id, task
         slot.conn.send(("run", task))
         return slot.index
 
     def command(self, trial_id: int, command: str, path: str | None = None) -> None:
         """Answer a trial's report: continue, stop, pause (checkpoint to `path`) or complete."""
+        load = self._loads.get(trial_id)
+        planned = self._planned.get(trial_id)
+        if command == CONTINUE and load is not None and planned and planned != load.width:
+            load.width = planned
+            self._slot_of(trial_id).conn.send((command, path, planned))
+            return
         self._slot_of(trial_id).conn.send((command, path))
+
+    def _speedup(self, width: float) -> float:
+        """Measured speed-up at `width` threads; linear until measured (so it gets tried)."""
+        seen = self._speedups.get(int(width))
+        if width <= 1 or not seen:
+            return float(width)
+        return sorted(seen)[len(seen) // 2]
+
+    def _replan(self) -> None:
+        """Fluid widths for the running trials from their measured epochs (engine/packing.py)."""
+        measured = [load.one_thread_s(self._speedup) for load in self._loads.values()]
+        known = [m for m in measured if m is not None]
+        default_s = sum(known) / len(known) if known else 1.0
+        trials = [
+            TrialLoad(
+                trial_id,
+                load.epochs_left() * (load.one_thread_s(self._speedup) or default_s),
+                1.0,
+                float(self.max_width),
+                self._speedup,
+            )
+            for trial_id, load in self._loads.items()
+        ]
+        self._planned = {t: int(w) for t, w in fluid_widths(trials, self.capacity).items()}
+
+    def _observe(self, event: TrialEvent) -> None:
+        load = self._loads.get(event.trial_id)
+        if load is None:
+            return
+        if event.kind == "report":
+            load.epoch = event.epoch
+            load.epoch_s[load.width] = event.train_s + event.validate_s
+            one = load.epoch_s.get(1)
+            if one and load.width > 1:
+                self._speedups.setdefault(load.width, []).append(one / load.epoch_s[load.width])
+        elif event.kind != "loaded":
+            del self._loads[event.trial_id]
+            self._replan()
 
     def _slot_of(self, trial_id: int) -> _Slot:
         for slot in self._slots:
@@ -183,6 +268,8 @@ class LocalExecutor:
                 event = slot.conn.recv()
                 if event.kind not in ("loaded", "report"):
                     slot.trial_id, slot.task = None, None
+                if self.scheduler == "fluid":
+                    self._observe(event)
                 events.append(event)
         except (EOFError, OSError):
             pass
@@ -210,6 +297,9 @@ class LocalExecutor:
             fresh.conn.send(("setup", self._setup_ref))
             fresh.conn.recv()
         self._slots[self._slots.index(slot)] = fresh
+        if self.scheduler == "fluid":
+            for event in events:
+                self._observe(event)
         return events
 
     def first_idle(self) -> int | None:

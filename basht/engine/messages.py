@@ -26,6 +26,8 @@ class TrialTask:
     target_budget: int | None = None
     start_epoch: int = 0
     resume_from: str | None = None
+    threads: int | None = None  # the width to start at (Fluid); the worker's own count if None
+    group: str | None = None  # the trial group it came in (a rung, a bracket, one fill of workers)
 
 
 @dataclass(frozen=True)

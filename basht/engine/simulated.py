@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from basht.engine.messages import COMPLETE, CONTINUE, PAUSE, STOP, TrialEvent, TrialTask
+from basht.engine.packing import TrialLoad, fifo_widths, fluid_widths
 from basht.errors import BashtError
 
 _MASK64 = (1 << 64) - 1
@@ -163,7 +164,15 @@ class SimulatedExecutor:
         straggler_p: float = 0.0,
         straggler_factor: float = 4.0,
         metric: str = "value",
+        scheduler: str | None = None,
+        capacity: float | None = None,
+        speedup: Callable[[dict[str, Any], float], float] | None = None,
+        max_width: float | None = None,
     ):
+        """With `scheduler` ("fluid" or "fifo") trials get widths out of `capacity` as the real
+        engine gives them (basht.engine.packing), and an epoch of width w takes the curve's
+        seconds / speedup(config, w) (default w**0.8); without it every worker runs at the curve's
+        pace."""
         if workers < 1:
             raise ValueError("a simulated executor needs at least one worker")
         if load_s < 0 or not 0.0 <= straggler_p <= 1.0 or straggler_factor < 0:
@@ -181,6 +190,14 @@ class SimulatedExecutor:
         self._free = list(range(workers - 1, -1, -1))  # a stack: worker 0 is used first
         # trial_id -> [worker, config, epochs done once its pending report arrives, waiting]
         self._trials: dict[int, list[Any]] = {}
+        self.scheduler = scheduler
+        self.capacity = float(capacity if capacity is not None else workers)
+        self.speedup = speedup or (lambda config, w: w**0.8)
+        self.max_width = max_width or self.capacity
+        self.widths: dict[int, float] = {}
+        self._targets: dict[int, int | None] = {}
+        self._epoch_s: dict[int, float] = {}
+        self.busy_width_s = 0.0  # Σ width × time: what the packing kept busy
 
     # -- the clock --------------------------------------------------------------------------
 
@@ -222,7 +239,12 @@ class SimulatedExecutor:
         worker = self._free.pop()
         start, epoch = self._now + self.load_s, task.start_epoch + 1
         self._trials[trial_id] = [worker, task.config, epoch, False]
+        self._targets[trial_id] = task.target_budget
         value, seconds = self._epoch(task.config, epoch)
+        if self.scheduler is not None:
+            self._epoch_s[trial_id] = seconds
+            self._replan()
+            seconds = self._at_width(trial_id, task.config, seconds)
         seq = self._seq
         self._seq = seq + 2
         heappush(self._heap, (start, seq, "loaded", trial_id, epoch - 1, self.load_s, None))
@@ -241,6 +263,9 @@ class SimulatedExecutor:
             epoch = state[2] + 1
             state[2] = epoch
             value, seconds = self._epoch(state[1], epoch)
+            if self.scheduler is not None:
+                self._epoch_s[trial_id] = seconds
+                seconds = self._at_width(trial_id, state[1], seconds)
             heappush(
                 self._heap, (self._now + seconds, seq, "report", trial_id, epoch, value, seconds)
             )
@@ -249,6 +274,32 @@ class SimulatedExecutor:
             if kind is None:
                 raise ValueError(f"unknown command {command!r}")
             heappush(self._heap, (self._now, seq, kind, trial_id, state[2], 0.0, path))
+
+    def _at_width(self, trial_id: int, config: dict[str, Any], seconds: float) -> float:
+        width = self.widths.get(trial_id, 1.0)
+        self.busy_width_s += width * seconds / self.speedup(config, width)
+        return seconds / self.speedup(config, width)
+
+    def _replan(self) -> None:
+        """New widths for the running trials; each takes effect at the trial's next epoch."""
+        loads = []
+        for trial_id, state in self._trials.items():
+            target = self._targets.get(trial_id)
+            left = max(1, (target - state[2] + 1) if target is not None else 1)
+            config = state[1]
+            loads.append(
+                TrialLoad(
+                    trial_id,
+                    left * self._epoch_s.get(trial_id, 1.0),
+                    1.0,
+                    self.max_width,
+                    (lambda c: lambda w: self.speedup(c, w))(config),
+                )
+            )
+        if self.scheduler == "fluid":
+            self.widths = fluid_widths(loads, self.capacity)
+        else:
+            self.widths = fifo_widths(loads, self.capacity, self.capacity / self.workers)
 
     def poll(self, timeout_s: float | None = None) -> list[TrialEvent]:
         """Every event due at the earliest pending time, with the clock moved there; never waits.
@@ -287,6 +338,9 @@ class SimulatedExecutor:
             else:
                 del trials[trial_id]
                 self._free.append(state[0])
+                if self.scheduler is not None:
+                    self.widths.pop(trial_id, None)
+                    self._replan()
                 event = TrialEvent(
                     kind, trial_id, state[0], epoch, {}, 0.0, 0.0, 0.0, extra, None, at
                 )

@@ -86,6 +86,15 @@ def _with_seed(call: Any, ref: WorkloadRef) -> dict[str, Any]:
     return params
 
 
+def resize(workload: Any, threads: int) -> None:
+    """Give a running trial another thread count, between epochs and without a restart."""
+    set_threads = getattr(workload, "set_threads", None)
+    if callable(set_threads):
+        set_threads(threads)
+    else:
+        limit_threads(threads)
+
+
 def _reason(err: BaseException) -> str:
     where = traceback.extract_tb(err.__traceback__)[-1] if err.__traceback__ else None
     place = f" ({Path(where.filename).name}:{where.lineno})" if where else ""
@@ -100,7 +109,7 @@ class _Worker:
         self.conn.send(TrialEvent(kind, task.trial_id, self.index, at=time.time(), **fields))
 
     def _resources(self, task: TrialTask) -> Resources:
-        return Resources(cpus=self.threads, seed=task.seed)
+        return Resources(cpus=task.threads or self.threads, seed=task.seed)
 
     def setup(self, ref: WorkloadRef) -> str | None:
         """Import the workload and let it prepare shared data once per worker (the setup phase)."""
@@ -146,8 +155,10 @@ class _Worker:
                 train_s=train_s,
                 validate_s=validate_s,
             )
-            command, path = self.conn.recv()
+            command, path, *rest = self.conn.recv()
             if command == CONTINUE:
+                if rest and rest[0]:
+                    resize(workload, rest[0])  # Fluid: a new width from the next epoch on
                 continue
             if command in (PAUSE, COMPLETE) and path:
                 save_state(workload.state_dict(), path)
@@ -209,7 +220,7 @@ class _FunctionReporter:
             metrics=_floats(metrics),
             train_s=now - self._last,
         )
-        command, _ = self.worker.conn.recv()
+        command, *_ = self.worker.conn.recv()
         self._last = time.perf_counter()
         if command == CONTINUE:
             return

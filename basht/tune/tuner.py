@@ -81,6 +81,7 @@ class _Trial:
     told: int = 0
     told_decision: Decision | None = None
     worker: int | None = None
+    group: str | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,7 @@ class Tuner:
         self._best_completed: tuple[float, int] | None = None
         self._running: set[int] = set()
         self._restarts: list[int] = []
+        self._fill = 0
         # Promoted before their pause finished: they start as soon as the pause is recorded.
         self._deferred: set[int] = set()
         self._seq = 0
@@ -180,6 +182,9 @@ class Tuner:
         return self.status
 
     def _fill_idle_workers(self) -> None:
+        # Suggestions made in one pass form a trial group (unless the algorithm names its own:
+        # a rung of a bracket), so the engine can plan them together without knowing why.
+        self._fill += 1
         while self.status.stop_reason is None and self.executor.idle_workers > 0:
             if self._restarts:
                 self._restart(self._restarts.pop(0))
@@ -211,6 +216,11 @@ class Tuner:
         elif not s.resume:
             raise RuntimeError(f"trial {s.trial_id} suggested twice without resume")
         trial.target_budget = s.budget
+        trial.group = (
+            f"b{s.meta['bracket']}r{s.meta['rung']}"
+            if "bracket" in s.meta and "rung" in s.meta
+            else f"fill{self._fill}"
+        )
         if s.trial_id in self._running:
             # Its checkpoint is still being written: resume it once the pause is recorded.
             if decision is not None:
@@ -232,6 +242,7 @@ class Tuner:
             target_budget=trial.target_budget,
             start_epoch=trial.budget if from_checkpoint else 0,
             resume_from=trial.checkpoint if from_checkpoint else None,
+            group=trial.group,
         )
         worker = self.executor.submit(task)
         trial.worker = worker

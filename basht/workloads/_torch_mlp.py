@@ -189,6 +189,13 @@ class TorchMLP:
         """The data, read or generated with `self.seed`; the same for every trial of a run."""
         raise NotImplementedError
 
+    def set_threads(self, threads: int) -> None:
+        """A new width between epochs (Fluid); the result does not depend on it."""
+        import torch
+
+        self._threads = max(1, int(threads))
+        torch.set_num_threads(self._threads)
+
     @classmethod
     def prepare(cls, seed: int = 0, **params: Any) -> None:
         """The setup phase: import torch and read the data once per worker, not in a trial's load."""

@@ -47,6 +47,9 @@ class Workload(Protocol):
     def load_state_dict(self, state: Any) -> None:
         """Restore what `state_dict` returned."""
 
+    # Optional: `set_threads(n)` lets the engine change a running trial's width between epochs
+    # (Fluid); without it the engine limits the worker process's thread pools itself.
+
 
 class TrialReporter(Protocol):
     """What a plain-function workload receives: `trial.report(step, accuracy=...)`."""

@@ -81,6 +81,10 @@ class DigitsSGD:
         self._threads = 1
         self.epochs_done = 0
 
+    def set_threads(self, threads: int) -> None:
+        """A new width between epochs (Fluid)."""
+        self._threads = max(1, int(threads))
+
     @classmethod
     def prepare(cls, seed: int = 0, **params: Any) -> None:
         """The setup phase: import scikit-learn and split the data once per worker."""
