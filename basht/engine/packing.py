@@ -45,13 +45,15 @@ class TrialLoad:
 
     def useful_width(self, capacity: float, step: float) -> float:
         """The widest this trial gets faster at: beyond it more resource only adds overhead."""
-        best, width = self.min_width, self.min_width
-        while width + step <= min(self.max_width, capacity) + 1e-9:
-            width += step
-            if self.height(width) < self.height(best) * (1 - 1e-3):
-                best = width
+        top = min(self.max_width, capacity)
+        best = self.min_width
+        k = math.floor(self.min_width / step + 1e-9) + 1  # widths sit on the step grid
+        while k * step <= top + 1e-9:
+            if self.height(k * step) < self.height(best) * (1 - 1e-3):
+                best = k * step
             else:
                 break
+            k += 1
         return best
 
 
