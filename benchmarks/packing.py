@@ -30,9 +30,14 @@ def random_group(rng: np.random.Generator, capacity: float) -> list[TrialLoad]:
     works = rng.lognormal(np.log(60.0), 1.0, size=n)
     alphas = rng.uniform(0.4, 1.0, size=n)
     return [
-        TrialLoad(i, float(w), 1.0, capacity, (lambda a: lambda x: x**a)(float(a)))
+        TrialLoad(i, float(w), 1.0, capacity, power_law(float(a)))
         for i, (w, a) in enumerate(zip(works, alphas, strict=True))
     ]
+
+
+def power_law(alpha: float):
+    """Speed-up w**alpha: alpha 1 scales perfectly, smaller alphas less and less."""
+    return lambda width: width**alpha
 
 
 def main() -> None:

@@ -19,9 +19,13 @@ from basht.engine.packing import (
 
 def _trials(draw_works, mins, maxs, alphas) -> list[TrialLoad]:
     return [
-        TrialLoad(i, w, mn, max(mn, mx), (lambda a: lambda x: x**a)(a))
+        TrialLoad(i, w, mn, max(mn, mx), power_law(a))
         for i, (w, mn, mx, a) in enumerate(zip(draw_works, mins, maxs, alphas, strict=False))
     ]
+
+
+def power_law(alpha: float):
+    return lambda width: width**alpha
 
 
 trial_sets = st.integers(1, 25).flatmap(
@@ -35,7 +39,11 @@ trial_sets = st.integers(1, 25).flatmap(
 
 
 @settings(max_examples=200, deadline=None)
-@given(spec=trial_sets, capacity=st.sampled_from([1.0, 2.0, 8.0, 16.0]), step=st.sampled_from([0.5, 1.0]))
+@given(
+    spec=trial_sets,
+    capacity=st.sampled_from([1.0, 2.0, 8.0, 16.0]),
+    step=st.sampled_from([0.5, 1.0]),
+)
 def test_fluid_widths_respect_capacity_bounds_and_leave_nothing_growable_idle(spec, capacity, step):
     trials = _trials(*spec)
     widths = fluid_widths(trials, capacity, step)
@@ -45,8 +53,10 @@ def test_fluid_widths_respect_capacity_bounds_and_leave_nothing_growable_idle(sp
         assert by_id[i].min_width - 1e-9 <= w <= by_id[i].max_width + 1e-9
     free = capacity - sum(widths.values())
     growable = [
-        i for i, w in widths.items()
-        if w + step <= by_id[i].max_width + 1e-9 and by_id[i].height(w + step) < by_id[i].height(w) * (1 - 1e-3)
+        i
+        for i, w in widths.items()
+        if w + step <= by_id[i].max_width + 1e-9
+        and by_id[i].height(w + step) < by_id[i].height(w) * (1 - 1e-3)
     ]
     assert free < step - 1e-9 or not growable
     # Admission is first come first served at the minimum width; a later trial that fits in
