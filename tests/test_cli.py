@@ -67,6 +67,32 @@ def test_basht_run_writes_store_and_results(spec, write_spec, tmp_path):
     assert json.loads(shown.stdout)["run_id"] == run.id
 
 
+def run_in_background(path: Path, cwd: Path) -> subprocess.Popen[str]:
+    """`basht run -q PATH` as a child that takes Ctrl-C like a terminal's foreground job."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "basht.cli", "run", "-q", str(path)],
+        cwd=cwd,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # A shell that starts jobs in the background ignores SIGINT for them; undo that here.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
+def wait_for_trials(store_url: str, db: Path, enough, timeout_s: float = 120.0) -> None:
+    """Poll the store until `enough(store, run)` holds for the first run."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        if db.exists():
+            store = Store(store_url)
+            runs = store.list_runs()
+            if runs and enough(store, runs[0]):
+                return
+
+
 def test_report_of_an_unknown_run_is_one_line(tmp_path):
     proc = _basht("report", "nope", "--store", f"sqlite:///{tmp_path / 'x.db'}", cwd=tmp_path)
     assert proc.returncode == 2
@@ -78,24 +104,12 @@ def test_sigint_keeps_every_finished_trial_and_leaves_a_consistent_store(spec, t
     spec["search"].update(max_budget=3, max_trials=200)
     path = tmp_path / "long.yaml"
     path.write_text(yaml.safe_dump(spec))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "basht.cli", "run", "-q", str(path)],
-        cwd=tmp_path,
-        env=_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        # A shell that starts jobs in the background ignores SIGINT for them; undo that here.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    proc = run_in_background(path, tmp_path)
+    wait_for_trials(
+        spec["store"],
+        tmp_path / "basht.db",
+        lambda store, run: store.trial_counts(run.id).get("completed", 0) >= 3,
     )
-    store_path = tmp_path / "basht.db"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        time.sleep(0.3)
-        if store_path.exists():
-            runs = Store(spec["store"]).list_runs()
-            if runs and Store(spec["store"]).trial_counts(runs[0].id).get("completed", 0) >= 3:
-                break
     workers = psutil.Process(proc.pid).children(recursive=True)
     assert workers, "the run had no worker processes"
     proc.send_signal(signal.SIGINT)

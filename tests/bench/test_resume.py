@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
-import time
 
 import yaml
 
 from basht.space import Float, SearchSpace
 from basht.store import Store
 from basht.tune import ASHA, replay
-from tests.test_cli import _basht, _env
+from tests.test_cli import _basht, run_in_background, wait_for_trials
 
 
 def test_an_interrupted_asha_run_resumes_to_the_end(spec, tmp_path):
@@ -21,22 +18,10 @@ def test_an_interrupted_asha_run_resumes_to_the_end(spec, tmp_path):
     spec["search"].update(pruner="asha", min_budget=1, max_budget=9, eta=3, max_trials=24)
     path = tmp_path / "asha.yaml"
     path.write_text(yaml.safe_dump(spec))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "basht.cli", "run", "-q", str(path)],
-        cwd=tmp_path,
-        env=_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    proc = run_in_background(path, tmp_path)
+    wait_for_trials(
+        spec["store"], tmp_path / "basht.db", lambda store, run: len(store.trials(run.id)) >= 8
     )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        time.sleep(0.2)
-        if (tmp_path / "basht.db").exists():
-            runs = Store(spec["store"]).list_runs()
-            if runs and len(Store(spec["store"]).trials(runs[0].id)) >= 8:
-                break
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=60)
     assert proc.returncode == 130
