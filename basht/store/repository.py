@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 import socket
+import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,7 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -119,6 +121,7 @@ class Store:
         except OperationalError as err:
             raise StoreError(f"store {url!r}: cannot open ({err.orig})") from None
         self._session = sessionmaker(self.engine, expire_on_commit=False)
+        self._local = threading.local()
 
     def close(self) -> None:
         self.engine.dispose()
@@ -126,8 +129,28 @@ class Store:
     def session(self) -> Session:
         return self._session()
 
-    def _write(self, *statements: Any) -> Any:
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[Connection]:
+        """This thread's batch if it has one (`batch()`), else a transaction of its own."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            yield conn
+            return
         with self.engine.begin() as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Every write of this thread inside the block goes into one transaction."""
+        with self.engine.begin() as conn:
+            self._local.conn = conn
+            try:
+                yield
+            finally:
+                self._local.conn = None
+
+    def _write(self, *statements: Any) -> Any:
+        with self._tx() as conn:
             result = None
             for statement in statements:
                 result = conn.execute(statement)
@@ -242,7 +265,7 @@ class Store:
         """A new trial; `decision` (the suggestion that made it) is logged in the same transaction."""
         row = {"state": "pending", "budget": 0, "load_s": 0.0, "train_s": 0.0, "validate_s": 0.0}
         row.update(values, run_id=run_id, number=number, config=config, target_budget=target_budget)
-        with self.engine.begin() as conn:
+        with self._tx() as conn:
             result = conn.execute(_INSERT_TRIAL, row)
             if decision is not None:
                 conn.execute(_INSERT_DECISION, decision)
@@ -251,13 +274,13 @@ class Store:
     def update_trial(
         self, trial_id: int, decision: dict[str, Any] | None = None, **values: Any
     ) -> None:
-        with self.engine.begin() as conn:
+        with self._tx() as conn:
             conn.execute(_UPDATE_TRIAL, {"_id": trial_id, **values})
             if decision is not None:
                 conn.execute(_INSERT_DECISION, decision)
 
     def add_trial_time(self, trial_id: int, *, load_s: float = 0.0) -> None:
-        with self.engine.begin() as conn:
+        with self._tx() as conn:
             conn.execute(_ADD_LOAD_TIME, {"_id": trial_id, "_load_s": load_s})
 
     def add_report(
@@ -271,7 +294,7 @@ class Store:
         decision: dict[str, Any] | None = None,
     ) -> None:
         """One epoch's result; the trial's totals and the algorithm's decision in one transaction."""
-        with self.engine.begin() as conn:
+        with self._tx() as conn:
             if decision is not None:
                 conn.execute(_INSERT_DECISION, decision)
             conn.execute(
@@ -329,7 +352,7 @@ class Store:
             return s.scalars(query.order_by(DecisionRow.seq)).all()
 
     def log_decision(self, decision: dict[str, Any]) -> None:
-        with self.engine.begin() as conn:
+        with self._tx() as conn:
             conn.execute(_INSERT_DECISION, decision)
 
     # -- checkpoints ------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from basht.engine.messages import (
     WorkloadRef,
 )
 from basht.store import Store
+from basht.store.writer import WriteBehind
 from basht.tune.base import Algorithm, Decision, Suggestion, better
 
 log = logging.getLogger(__name__)
@@ -142,8 +143,9 @@ class Tuner:
         each end (its new state), e.g. to attribute energy or export live metrics."""
         self.algorithm, self.executor, self.run_id = algorithm, executor, run_id
         self.on_trial = on_trial
-        # Without a store (simulation at scale) the same loop runs with nothing written.
-        self.store: Store | _NoStore = store if store is not None else _NoStore()
+        # Writes go behind the loop on a thread of their own (in order, batched); without a store
+        # (simulation at scale) the same loop runs with nothing written.
+        self.store: WriteBehind | _NoStore = WriteBehind(store) if store is not None else _NoStore()
         self._logging = store is not None
         self.clock: Callable[[], float] = getattr(executor, "now", time.time)
         self.workload = workload
@@ -177,7 +179,10 @@ class Tuner:
         except BaseException:
             self._abort_running()
             raise
-        self._close_paused()
+        else:
+            self._close_paused()
+        finally:
+            self.store.close()  # everything recorded before the run phase ends
         self._notify()
         return self.status
 
@@ -519,3 +524,4 @@ class _NoStore:
         return None
 
     update_trial = add_trial_time = add_report = add_checkpoint = mark_checkpoint_deleted = _ignore
+    log_decision = close = flush = _ignore

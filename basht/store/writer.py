@@ -1,0 +1,104 @@
+"""Write-behind for the Tuner's hot path: the store's writes, in order, on a thread of their own.
+
+Each report would otherwise hold the driver for a SQLite commit while the workers wait for their
+next command. Writes queue here and a writer thread applies them in the order they were made,
+everything queued at once in one transaction, so the store always holds a prefix of what
+happened (the decision log included). `add_trial` waits for its row id; `flush()` waits for all.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from concurrent.futures import Future
+from typing import Any
+
+from basht.store.repository import Store
+
+log = logging.getLogger(__name__)
+
+_STOP = object()
+
+
+class WriteBehind:
+    """Stands in for a Store in the Tuner: the same write methods, applied asynchronously."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._loop, name="basht-store-writer", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            batch = [item]
+            while True:  # everything already queued goes into the same transaction
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            stop = any(op is _STOP for op in batch)
+            ops = [op for op in batch if op is not _STOP]
+            try:
+                if ops:
+                    with self.store.batch():
+                        for method, args, kwargs, future in ops:
+                            result = getattr(self.store, method)(*args, **kwargs)
+                            if future is not None:
+                                future.set_result(result)
+            except BaseException as err:  # surfaced to the Tuner at its next call
+                log.error("store write failed: %s", err)
+                self._error = err
+                for *_, future in ops:
+                    if future is not None and not future.done():
+                        future.set_exception(err)
+            if self._queue.empty():
+                self._idle.set()
+            if stop:
+                return
+
+    def _put(self, method: str, args: tuple, kwargs: dict, future: Future | None = None) -> None:
+        if self._error is not None:
+            raise self._error
+        self._idle.clear()
+        self._queue.put((method, args, kwargs, future))
+
+    def add_trial(self, *args: Any, **kwargs: Any) -> int:
+        future: Future[int] = Future()
+        self._put("add_trial", args, kwargs, future)
+        return future.result()
+
+    def update_trial(self, *args: Any, **kwargs: Any) -> None:
+        self._put("update_trial", args, kwargs)
+
+    def add_trial_time(self, *args: Any, **kwargs: Any) -> None:
+        self._put("add_trial_time", args, kwargs)
+
+    def add_report(self, *args: Any, **kwargs: Any) -> None:
+        self._put("add_report", args, kwargs)
+
+    def add_checkpoint(self, *args: Any, **kwargs: Any) -> None:
+        self._put("add_checkpoint", args, kwargs)
+
+    def mark_checkpoint_deleted(self, *args: Any, **kwargs: Any) -> None:
+        self._put("mark_checkpoint_deleted", args, kwargs)
+
+    def log_decision(self, *args: Any, **kwargs: Any) -> None:
+        self._put("log_decision", args, kwargs)
+
+    def flush(self) -> None:
+        """Wait until everything queued so far is in the store."""
+        self._idle.wait()
+        if self._error is not None:
+            raise self._error
+
+    def close(self) -> None:
+        self._queue.put(_STOP)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
