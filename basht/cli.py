@@ -12,6 +12,7 @@ import click
 import typer
 from rich.console import Console
 
+from basht.bso.cli import app as bso_app
 from basht.errors import BashtError
 
 app = typer.Typer(
@@ -23,6 +24,7 @@ app = typer.Typer(
 )
 console = Console()
 err_console = Console(stderr=True)
+app.add_typer(bso_app, name="bso")
 
 StoreOption = Annotated[
     str, typer.Option("--store", help="SQLAlchemy URL of the store.", show_default=True)

@@ -1,0 +1,244 @@
+"""`basht bso ...`: serve the batch size optimizer, migrate its database, replay the Zeus trace.
+
+Imports of the server stack happen inside the commands, so `basht --help` works without the `bso`
+extra installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(
+    name="bso",
+    help="Batch size optimizer (Zeus-compatible): server, database migrations, trace simulator.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        help="Database URL: sqlite:///file.db (default sqlite:///basht-bso.db) or "
+        "postgresql://user:pw@host/db. Env: BASHT_BSO_DB.",
+    ),
+]
+
+
+@app.command()
+def serve(
+    db: DbOption = None,
+    host: Annotated[
+        str | None,
+        typer.Option(help="Address to bind (default 127.0.0.1). Env: BASHT_BSO_HOST."),
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(help="Port (default 8000). Env: BASHT_BSO_PORT.")
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            help="Require this bearer token on every route that changes state. Prefer the "
+            "environment variable BASHT_BSO_TOKEN: arguments are visible to other users.",
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(help="Server processes (default 1). Env: BASHT_BSO_WORKERS."),
+    ] = None,
+    log_level: Annotated[
+        str | None,
+        typer.Option(help="uvicorn log level (default info). Env: BASHT_BSO_LOG_LEVEL."),
+    ] = None,
+) -> None:
+    """Serve the batch size optimizer over HTTP (Zeus's BSO protocol), until Ctrl-C."""
+    import os
+
+    import uvicorn
+
+    from basht.bso.config import ServerSettings
+    from basht.bso.db.engine import redact
+    from basht.bso.db.migrate import ensure_ready
+
+    settings = ServerSettings.from_env(
+        db=db, host=host, port=port, token=token, workers=workers, log_level=log_level
+    )
+    revision = ensure_ready(settings.db)
+    if settings.host not in ("127.0.0.1", "localhost", "::1"):
+        err_console.print(
+            f"[yellow]warning:[/yellow] serving on {settings.host}: reachable from other machines"
+            + ("" if settings.token else "; anyone who reaches it can change jobs (set a token)"),
+            highlight=False,
+        )
+    os.environ.update(settings.to_env())  # the workers rebuild the settings from these
+    console.print(
+        f"basht bso: http://{settings.host}:{settings.port} (docs at /docs), database "
+        f"{redact(settings.db)} at revision {revision}, {settings.workers} worker(s)"
+        f"{', token required' if settings.token else ''}",
+        highlight=False,
+    )
+    uvicorn.run(
+        "basht.bso.server:app_from_env",
+        factory=True,
+        host=settings.host,
+        port=settings.port,
+        workers=settings.workers,
+        log_level=settings.log_level,
+    )
+
+
+@app.command()
+def migrate(
+    db: DbOption = None,
+    sql: Annotated[
+        bool, typer.Option("--sql", help="Print the SQL instead of running it (offline).")
+    ] = False,
+) -> None:
+    """Create or upgrade the optimizer's tables (Alembic revisions shipped in the package)."""
+    from basht.bso.config import ServerSettings
+    from basht.bso.db import migrate as migrations
+    from basht.bso.db.engine import redact
+
+    url = ServerSettings.from_env(db=db).db
+    if sql:
+        typer.echo(migrations.upgrade_sql(url))
+        return
+    before, after = asyncio.run(migrations.upgrade(url))
+    if before == after:
+        console.print(f"{redact(url)}: already at revision {after}", highlight=False)
+    else:
+        console.print(
+            f"{redact(url)}: migrated from {before or 'empty'} to revision {after}", highlight=False
+        )
+
+
+@app.command()
+def simulate(
+    workload: Annotated[
+        str,
+        typer.Option(
+            help="Trace workload: cifar100, imagenet, librispeech, movielens-1m, squad, "
+            "sentiment140."
+        ),
+    ] = "librispeech",
+    gpu: Annotated[str, typer.Option(help="Power trace: v100, a40, p100, rtx6000.")] = "v100",
+    recurrences: Annotated[int, typer.Option(help="How many times the job recurs.")] = 50,
+    seed: Annotated[int, typer.Option(help="Seeds the training paths and the bandit.")] = 1,
+    eta: Annotated[float, typer.Option(help="eta_knob: 1 = energy only, 0 = time only.")] = 0.5,
+    beta: Annotated[float, typer.Option(help="beta_knob: early stop at beta × min cost.")] = 2.0,
+    no_early_stop: Annotated[
+        bool, typer.Option("--no-early-stop", help="beta_knob = null.")
+    ] = False,
+    server: Annotated[
+        str | None,
+        typer.Option(help="A running BSO server; by default one is started on 127.0.0.1."),
+    ] = None,
+    token: Annotated[
+        str | None, typer.Option(help="Bearer token of --server.", envvar="BASHT_BSO_TOKEN")
+    ] = None,
+    protocol: Annotated[
+        str,
+        typer.Option(
+            help="epoch: report every epoch like a real client; zeus: Zeus's reference harness."
+        ),
+    ] = "epoch",
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Also write the runs of every policy here.")
+    ] = None,
+) -> None:
+    """Replay recurrences of a Zeus-trace job against a real server; compare with fixed sizes."""
+    import tempfile
+    from contextlib import ExitStack
+
+    from basht.bso.embedded import serve_in_thread
+    from basht.bso.errors import BSOError
+    from basht.bso.http import BSOClient
+    from basht.bso.simulate import best_fixed, simulate_fixed, simulate_server
+    from basht.bso.trace import TraceJob
+
+    if protocol not in ("epoch", "zeus"):
+        raise BSOError(f"protocol {protocol!r}: expected epoch or zeus")
+    trace = TraceJob(workload, gpu)
+    with ExitStack() as stack:
+        if server is None:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="basht-bso-"))
+            server = stack.enter_context(serve_in_thread(f"sqlite:///{tmp}/bso.db"))
+        client = stack.enter_context(BSOClient(server, token=token))
+        ours = simulate_server(
+            trace,
+            client,
+            recurrences,
+            seed,
+            eta,
+            None if no_early_stop else beta,
+            protocol,  # type: ignore[arg-type]
+        )
+    default = simulate_fixed(trace, trace.default_batch_size, recurrences, seed, eta)
+    best = best_fixed(trace, recurrences, seed, eta)
+    console.print(_recurrence_table(ours))
+    console.print(_summary_table(trace, [ours, default, best], default))
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(
+            json.dumps(
+                {
+                    "trace": trace.name,
+                    "policies": [r.to_dict() for r in (ours, default, best) if r],
+                },
+                indent=2,
+            )
+        )
+
+
+def _recurrence_table(result: Any) -> Any:
+    from rich.table import Table
+
+    table = Table(title=f"{result.policy} on {result.job}, seed {result.seed}")
+    for column in ("rec", "batch sizes (✓ reached, ✗ failed)", "energy (MJ)", "time (h)", "cost"):
+        table.add_column(column, justify="left" if column.startswith("batch") else "right")
+    table.add_column("cumulative cost", justify="right")
+    total = 0.0
+    for number, runs in enumerate(result.by_recurrence(), start=1):
+        cost = sum(r.cost for r in runs)
+        total += cost
+        table.add_row(
+            str(number),
+            " → ".join(f"{r.batch_size}{'✓' if r.converged else '✗'}" for r in runs),
+            f"{sum(r.energy_j for r in runs) / 1e6:.2f}",
+            f"{sum(r.time_s for r in runs) / 3600:.2f}",
+            f"{cost:.4g}",
+            f"{total:.4g}",
+        )
+    return table
+
+
+def _summary_table(trace: Any, results: list[Any], default: Any) -> Any:
+    from rich.table import Table
+
+    table = Table(
+        title=f"{trace.name}: {results[0].recurrences} recurrences, cost = eta·energy + "
+        f"(1 − eta)·{trace.max_power_w:g} W·time, eta {results[0].eta_knob:g}"
+    )
+    for column in ("policy", "runs", "energy (MJ)", "time (h)", "cost", "vs default"):
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    for result in results:
+        if result is None:
+            continue
+        ratio = f"{result.cost / default.cost:.3f}×" if default is not None else "-"
+        table.add_row(
+            result.policy,
+            str(len(result.runs)),
+            f"{result.energy_j / 1e6:.2f}",
+            f"{result.time_s / 3600:.2f}",
+            f"{result.cost:.4g}",
+            ratio,
+        )
+    return table

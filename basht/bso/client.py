@@ -1,0 +1,248 @@
+"""The training-script side: ask the server for a batch size, report every epoch, stop when told.
+
+Same shape and call order as Zeus's `BatchSizeOptimizer` (get_batch_size, on_train_begin,
+on_evaluate, training_finished, a train-fail error), but energy comes from Basht's own
+`EnergyMonitor`, so it also works on a machine without a GPU (the energy is then labelled
+`estimate`, or `rapl` where RAPL counters are readable).
+
+    bso = BatchSizeOptimizer("http://127.0.0.1:8000", JobSpec(job_id="mnist-1", ...))
+    batch_size = bso.get_batch_size()
+    bso.on_train_begin()
+    for epoch in range(max_epochs):
+        train_one_epoch(batch_size)
+        bso.on_evaluate(validate())   # raises TrainFailError when this run is given up
+        if bso.training_finished:
+            break
+    bso.end()
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+from typing import Any, Protocol
+
+from basht.bso.errors import BSOError, BSOOrderError, TrainFailError
+from basht.bso.hardware import Hardware, detect
+from basht.bso.http import BSOClient
+from basht.bso.spec import CreatedJob, JobSpec, JobSpecFromClient, TrainingResult, TrialId
+
+log = logging.getLogger(__name__)
+
+WINDOW = "basht-bso"
+
+
+class Measurement(Protocol):
+    time_s: float
+    energy_j: float
+    source: str
+    by_component: dict[str, float]
+
+
+class Monitor(Protocol):
+    """What the client needs of an energy monitor (`basht.energy.EnergyMonitor` has it)."""
+
+    def begin_window(self, key: str) -> None: ...
+
+    def end_window(self, key: str) -> Measurement: ...
+
+
+class BatchSizeOptimizer:
+    """One run of a recurring job, as a client of a BSO server.
+
+    Registering happens in the constructor (the same spec again is fine; a changed spec under the
+    same `job_id` is refused). Pass `max_power_w`, `number_of_gpus` and `gpu_model` to override
+    what is detected (see `basht.bso.hardware`). `monitor` defaults to a Basht `EnergyMonitor`
+    sampling every 0.1 s (NVML on GPU machines), which this object then owns and closes.
+    With GPUs only their energy is reported, as Zeus does; without, the whole node's.
+    """
+
+    def __init__(
+        self,
+        server_url: str,
+        job: JobSpec,
+        monitor: Monitor | None = None,
+        rank: int = 0,
+        token: str | None = None,
+        max_power_w: float | None = None,
+        number_of_gpus: int | None = None,
+        gpu_model: str | None = None,
+        timeout_s: float = 10.0,
+    ) -> None:
+        self.rank = rank
+        found = detect()
+        self.hardware = Hardware(
+            max_power_w if max_power_w is not None else found.max_power_w,
+            number_of_gpus if number_of_gpus is not None else found.number_of_gpus,
+            gpu_model if gpu_model is not None else found.gpu_model,
+            found.max_power_source if max_power_w is None else "given",
+        )
+        self._http = BSOClient(server_url, token=token, timeout_s=timeout_s)
+        spec = JobSpecFromClient.model_validate(
+            {
+                **job.model_dump(),
+                "max_power": self.hardware.max_power_w,
+                "number_of_gpus": self.hardware.number_of_gpus,
+                "gpu_model": self.hardware.gpu_model,
+            }
+        )
+        self.job: CreatedJob
+        try:
+            self.job, created = self._http.register(spec)
+        except BaseException:
+            self._http.close()
+            raise
+        log.info(
+            "job %s %s (max power %.0f W, %s)",
+            self.job.job_id,
+            "registered" if created else "already registered",
+            self.hardware.max_power_w,
+            self.hardware.max_power_source,
+        )
+        self._own_monitor = monitor is None
+        self.monitor: Monitor = monitor if monitor is not None else _default_monitor(found)
+        self.trial: TrialId | None = None
+        self.training_finished = False
+        self.converged: bool | None = None
+        self.epoch = 0
+        self.time_s = 0.0
+        self.energy_j = 0.0
+        self.energy_source: str | None = None
+        self._window_open = False
+        self._ended = False
+
+    # -- the Zeus call order ----------------------------------------------------------------
+
+    @property
+    def current_batch_size(self) -> int:
+        return self.trial.batch_size if self.trial else 0
+
+    @property
+    def trial_number(self) -> int:
+        return self.trial.trial_number if self.trial else 0
+
+    def get_batch_size(self) -> int:
+        """The batch size for this run (asked once; later calls return the same)."""
+        if self.rank != 0:
+            raise BSOOrderError(
+                "only rank 0 asks for a batch size; give the other ranks rank 0's answer "
+                "with set_trial(batch_size, trial_number)"
+            )
+        if self.trial is None:
+            trial = self._http.next_trial(self.job.job_id)
+            if trial.batch_size not in self.job.batch_sizes:
+                raise BSOError(f"the BSO server returned a batch size not in the job: {trial}")
+            self._start(trial)
+            log.info("batch size %d (trial %d)", trial.batch_size, trial.trial_number)
+        return self.trial.batch_size  # type: ignore[union-attr]
+
+    def set_trial(self, batch_size: int, trial_number: int) -> None:
+        """For data-parallel ranks other than 0: adopt the trial rank 0 was given."""
+        self._start(
+            TrialId(job_id=self.job.job_id, batch_size=batch_size, trial_number=trial_number)
+        )
+
+    def on_train_begin(self) -> None:
+        """Start measuring time and energy."""
+        if self.trial is None:
+            raise BSOOrderError("call get_batch_size before on_train_begin")
+        self.training_finished = False
+        self.monitor.begin_window(WINDOW)
+        self._window_open = True
+
+    def on_evaluate(self, metric: float) -> None:
+        """Report the epoch's validation metric with the time and energy so far.
+
+        Sets `training_finished` when the server says stop. Raises `TrainFailError` when the run
+        is given up (early-stopped on cost, or out of epochs): relaunch the job and the next run
+        gets another batch size.
+        """
+        if self.trial is None:
+            raise BSOOrderError("call get_batch_size before on_evaluate")
+        if self.training_finished:
+            return
+        if not self._window_open:
+            raise BSOOrderError("call on_train_begin before on_evaluate")
+        measurement = self.monitor.end_window(WINDOW)
+        self._window_open = False
+        self.epoch += 1
+        self.time_s += measurement.time_s
+        self.energy_j += self._energy_of(measurement)
+        self.energy_source = measurement.source
+        answer = self._http.report(
+            TrainingResult(
+                **self.trial.model_dump(),
+                time=self.time_s,
+                energy=self.energy_j,
+                metric=metric,
+                current_epoch=self.epoch,
+            )
+        )
+        if not answer.stop_train:
+            self.monitor.begin_window(WINDOW)
+            self._window_open = True
+            return
+        self.training_finished = True
+        self.converged = answer.converged
+        log.info(
+            "trial %d finished: %s (%.0f J %s, %.1f s)",
+            self.trial_number,
+            answer.message,
+            self.energy_j,
+            self.energy_source,
+            self.time_s,
+        )
+        if not answer.converged:
+            raise TrainFailError(
+                f"{answer.message}. Relaunch the job: the next run gets another batch size."
+            )
+
+    def end(self) -> None:
+        """Tell the server this run is over (a run without a final result becomes Failed).
+
+        Called at interpreter exit too, like Zeus's client; calling it twice is harmless.
+        """
+        if self._ended:
+            return
+        self._ended = True
+        atexit.unregister(self.end)
+        try:
+            if self._window_open:
+                self.monitor.end_window(WINDOW)
+                self._window_open = False
+            if self.trial is not None:
+                self._http.end_trial(self.trial)
+        finally:
+            if self._own_monitor:
+                close = getattr(self.monitor, "close", None)
+                if close is not None:
+                    close()
+            self._http.close()
+
+    def __enter__(self) -> BatchSizeOptimizer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.end()
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _start(self, trial: TrialId) -> None:
+        self.trial = trial
+        self.epoch = 0
+        self.time_s = 0.0
+        self.energy_j = 0.0
+        atexit.register(self.end)
+
+    @staticmethod
+    def _energy_of(measurement: Measurement) -> float:
+        """The GPUs' energy when GPUs are measured (what Zeus reports), else the whole node's."""
+        gpus = [j for c, j in measurement.by_component.items() if c.startswith("gpu")]
+        return float(sum(gpus)) if gpus else float(measurement.energy_j)
+
+
+def _default_monitor(hardware: Hardware) -> Any:
+    from basht.energy import EnergyMonitor, open_sources
+
+    accelerator = "gpu" if hardware.has_gpu else "cpu"
+    return EnergyMonitor(source=open_sources(accelerator=accelerator), sample_interval_s=0.1)

@@ -1,0 +1,81 @@
+"""Server settings: command-line options first, then BASHT_BSO_* environment variables, then defaults."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from basht.bso.errors import BSOError
+
+ENV_PREFIX = "BASHT_BSO_"
+DEFAULT_DB = "sqlite:///basht-bso.db"
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """What `basht bso serve` runs with. Each field `x` can come from BASHT_BSO_X."""
+
+    db: str = DEFAULT_DB
+    host: str = "127.0.0.1"
+    port: int = 8000
+    token: str | None = None
+    workers: int = 1
+    log_level: str = "info"
+    echo_sql: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0 < self.port < 65536:
+            raise BSOError(f"port {self.port}: expected 1..65535")
+        if self.workers < 1:
+            raise BSOError(f"workers {self.workers}: expected at least 1")
+        if self.log_level not in LOG_LEVELS:
+            raise BSOError(f"log level {self.log_level!r}: expected one of {', '.join(LOG_LEVELS)}")
+        if self.token is not None and not self.token.strip():
+            raise BSOError("token: empty; leave it unset to serve without one")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **given: Any) -> ServerSettings:
+        """Settings from `given` (None means not given), else the environment, else defaults."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for field in fields(cls):
+            value = given.get(field.name)
+            if value is None and f"{ENV_PREFIX}{field.name.upper()}" in env:
+                value = _parse(field.name, field.type, env[f"{ENV_PREFIX}{field.name.upper()}"])
+            if value is not None:
+                values[field.name] = value
+        return cls(**values)
+
+    def to_env(self) -> dict[str, str]:
+        """The BASHT_BSO_* variables that make `from_env` rebuild these settings (for workers)."""
+        env = {}
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if value is not None:
+                env[f"{ENV_PREFIX}{field.name.upper()}"] = (
+                    str(value).lower() if isinstance(value, bool) else str(value)
+                )
+        return env
+
+    def but(self, **changes: Any) -> ServerSettings:
+        return replace(self, **changes)
+
+
+def _parse(name: str, kind: Any, raw: str) -> Any:
+    var = f"{ENV_PREFIX}{name.upper()}"
+    if kind in ("int", int):
+        try:
+            return int(raw)
+        except ValueError:
+            raise BSOError(f"{var}={raw!r}: expected an integer") from None
+    if kind in ("bool", bool):
+        lowered = raw.strip().lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off", ""):
+            return False
+        raise BSOError(f"{var}={raw!r}: expected true or false")
+    return raw or None

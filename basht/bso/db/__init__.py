@@ -1,0 +1,1 @@
+"""The BSO server's database: schema, async engines, migrations."""

@@ -1,0 +1,91 @@
+"""A typed HTTP client of the BSO server: one method per route, errors as BSOServerError.
+
+Shared by `BatchSizeOptimizer` (training scripts) and the trace simulator. Bodies are sent as
+JSON with a Content-Type (Zeus's client omits it; the server accepts both).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from basht.bso.errors import BSOError, BSOServerError
+from basht.bso.spec import (
+    DELETE_JOB_URL,
+    GET_NEXT_BATCH_SIZE_URL,
+    REGISTER_JOB_URL,
+    REPORT_END_URL,
+    REPORT_RESULT_URL,
+    CreatedJob,
+    JobSpecFromClient,
+    ReportResponse,
+    TrainingResult,
+    TrialId,
+)
+
+
+class BSOClient:
+    """Talks to one BSO server; `token` is sent as a bearer token when given."""
+
+    def __init__(self, server_url: str, token: str | None = None, timeout_s: float = 10.0) -> None:
+        if not server_url.startswith(("http://", "https://")):
+            raise BSOError(f"BSO server URL {server_url!r}: expected http://host:port")
+        self.server_url = server_url.rstrip("/")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=self.server_url, headers=headers, timeout=timeout_s)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> BSOClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def register(self, spec: JobSpecFromClient) -> tuple[CreatedJob, bool]:
+        """Register the job; True if it was created, False if the same spec already existed."""
+        response = self._call("POST", REGISTER_JOB_URL, json=spec.model_dump(mode="json"))
+        return CreatedJob.model_validate(response.json()), response.status_code == 201
+
+    def next_trial(self, job_id: str) -> TrialId:
+        response = self._call("GET", GET_NEXT_BATCH_SIZE_URL, params={"job_id": job_id})
+        return TrialId.model_validate(response.json())
+
+    def report(self, result: TrainingResult) -> ReportResponse:
+        response = self._call("POST", REPORT_RESULT_URL, json=result.model_dump(mode="json"))
+        return ReportResponse.model_validate(response.json())
+
+    def end_trial(self, trial: TrialId) -> None:
+        self._call("PATCH", REPORT_END_URL, json=trial.model_dump(mode="json"))
+
+    def delete_job(self, job_id: str) -> None:
+        self._call("DELETE", DELETE_JOB_URL, params={"job_id": job_id})
+
+    def job_state(self, job_id: str) -> dict[str, Any]:
+        return self._call("GET", REGISTER_JOB_URL, params={"job_id": job_id}).json()
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as err:
+            raise BSOError(f"cannot reach the BSO server at {self.server_url}: {err}") from None
+        if not 200 <= response.status_code < 300:
+            raise BSOServerError(response.status_code, _message(response), f"{method} {path}")
+        return response
+
+
+def _message(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text.strip()[:500]
+    if isinstance(body, dict) and "message" in body:
+        return str(body["message"])
+    if isinstance(body, dict) and isinstance(body.get("detail"), list):
+        return "; ".join(
+            f"{'.'.join(str(p) for p in e.get('loc', [])[1:]) or 'body'}: {e.get('msg')}"
+            for e in body["detail"]
+        )
+    return str(body)[:500]

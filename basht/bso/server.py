@@ -1,0 +1,184 @@
+"""The BSO HTTP server: Zeus's routes, status codes and error bodies, over `BSOService`.
+
+A stock Zeus `BatchSizeOptimizer` client works against it unchanged. Our additions: `GET /jobs`
+(a job's state, for people and tests), `GET /health`, and an optional bearer token on every route
+that changes state. Because the Zeus client cannot send headers, the token is also accepted as
+the password of HTTP basic auth, which httpx sends for a URL like http://bso:TOKEN@host:8000.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Request, Response, status
+from fastapi.responses import JSONResponse
+
+from basht.bso.config import ServerSettings
+from basht.bso.db.engine import open_engine, redact
+from basht.bso.service import BSOService, ServiceError
+from basht.bso.spec import (
+    DELETE_JOB_URL,
+    GET_NEXT_BATCH_SIZE_URL,
+    REGISTER_JOB_URL,
+    REPORT_END_URL,
+    REPORT_RESULT_URL,
+    JobSpecFromClient,
+    ReportResponse,
+    TrainingResult,
+    TrialId,
+)
+
+log = logging.getLogger(__name__)
+
+ASGIApp = Callable[
+    [dict[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
+    Awaitable[None],
+]
+
+
+class JsonWithoutContentType:
+    """Treat a request body sent without a Content-Type header as JSON.
+
+    Zeus's client posts `content=model.json()` through httpx, which sends no Content-Type; newer
+    FastAPI versions refuse to parse such bodies as JSON.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] in ("POST", "PUT", "PATCH", "DELETE"):
+            headers = scope["headers"]
+            if not any(name == b"content-type" for name, _ in headers):
+                scope = {**scope, "headers": [*headers, (b"content-type", b"application/json")]}
+        await self.app(scope, receive, send)
+
+
+class _Unauthorized(Exception):
+    pass
+
+
+def _service(request: Request) -> BSOService:
+    return request.app.state.service
+
+
+Svc = Annotated[BSOService, Depends(_service)]
+
+
+def _token_of(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "bearer":
+        return value.strip()
+    if scheme.lower() == "basic":
+        try:
+            decoded = base64.b64decode(value.strip(), validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+        return decoded.partition(":")[2]
+    return None
+
+
+def create_app(settings: ServerSettings) -> FastAPI:
+    """The FastAPI application for `settings` (database URL, token)."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine = open_engine(settings.db, echo=settings.echo_sql)
+        app.state.service = BSOService(engine)
+        log.info("BSO server on database %s", redact(settings.db))
+        try:
+            yield
+        finally:
+            await engine.dispose()
+
+    app = FastAPI(
+        title="Basht batch size optimizer",
+        summary="Zeus-compatible batch size optimizer server for recurring training jobs.",
+        version="1",
+        lifespan=lifespan,
+    )
+    app.add_middleware(JsonWithoutContentType)  # type: ignore[arg-type]
+
+    async def require_token(request: Request) -> None:
+        """Every route that changes state needs the token, when the server has one."""
+        if settings.token is None:
+            return
+        given = _token_of(request)
+        if given is None or not secrets.compare_digest(given.encode(), settings.token.encode()):
+            raise _Unauthorized()
+
+    write = [Depends(require_token)]
+
+    @app.exception_handler(ServiceError)
+    async def _service_error(_: Request, err: ServiceError) -> JSONResponse:
+        return JSONResponse(status_code=err.status_code, content={"message": err.message})
+
+    @app.exception_handler(_Unauthorized)
+    async def _unauthorized(_: Request, err: _Unauthorized) -> JSONResponse:
+        return JSONResponse(
+            status_code=status.HTTP_401_UNAUTHORIZED,
+            content={"message": "this server needs a token: Authorization: Bearer TOKEN"},
+            headers={"WWW-Authenticate": 'Bearer, Basic realm="basht-bso"'},
+        )
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, err: Exception) -> JSONResponse:
+        # Starlette re-raises after answering, so uvicorn logs the traceback once.
+        return JSONResponse(status_code=500, content={"message": str(err)})
+
+    @app.post(
+        REGISTER_JOB_URL,
+        status_code=status.HTTP_201_CREATED,
+        response_model=JobSpecFromClient,
+        responses={200: {"description": "The same spec was already registered"}},
+        dependencies=write,
+    )
+    async def register_job(job: JobSpecFromClient, response: Response, svc: Svc) -> dict[str, Any]:
+        """Register a recurring job, or confirm it: 201 new, 200 same spec, 409 changed spec."""
+        created, is_new = await svc.register(job)
+        response.status_code = status.HTTP_201_CREATED if is_new else status.HTTP_200_OK
+        return JobSpecFromClient.model_validate(created.model_dump()).model_dump()
+
+    @app.get(GET_NEXT_BATCH_SIZE_URL, response_model=TrialId, dependencies=write)
+    async def next_batch_size(job_id: str, svc: Svc) -> TrialId:
+        """Open a trial: the batch size to train with and its trial number (changes state)."""
+        return await svc.next_trial(job_id)
+
+    @app.post(REPORT_RESULT_URL, response_model=ReportResponse, dependencies=write)
+    async def report(result: TrainingResult, svc: Svc) -> ReportResponse:
+        """Report one epoch (cumulative time and energy); the answer says whether to stop."""
+        return await svc.report(result)
+
+    @app.patch(REPORT_END_URL, dependencies=write)
+    async def end_trial(trial: TrialId, svc: Svc) -> None:
+        """End a trial; one still running is marked Failed (a crash: no cost is learned)."""
+        await svc.end_trial(trial)
+
+    @app.delete(DELETE_JOB_URL, dependencies=write)
+    async def delete_job(job_id: str, svc: Svc) -> None:
+        """Delete a job with its trials and arms; 404 if there is no such job."""
+        await svc.delete_job(job_id)
+
+    @app.get(REGISTER_JOB_URL)
+    async def job_state(job_id: str, svc: Svc) -> dict[str, Any]:
+        """A job's spec, stage, minimum cost, bandit arms and trials (read only)."""
+        return await svc.job_state(job_id)
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    return app
+
+
+def app_from_env() -> FastAPI:
+    """The app for uvicorn's factory mode: settings come from BASHT_BSO_* (set by `basht bso
+    serve`, so every worker process gets the same ones)."""
+    return create_app(ServerSettings.from_env())

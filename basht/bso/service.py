@@ -1,0 +1,445 @@
+"""The optimizer's operations on its database: one transaction per request, safe with many workers.
+
+Every operation on an existing job first takes that job's row lock (SELECT ... FOR UPDATE on
+PostgreSQL; on SQLite the whole transaction is serialized by BEGIN IMMEDIATE), then reads, decides
+and writes inside the same transaction. So two server processes can never hand out the same trial
+number, lose a report, or race on the job's minimum cost. Nothing is held in process memory.
+
+The decisions are Zeus's (see `bandit`, `pruning` and `report`); the places where we differ from
+Zeus are marked "Fix over Zeus".
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from basht.bso import rng as rngs
+from basht.bso.bandit import ArmState, choose_arm, fit_arm, mab_window
+from basht.bso.cost import zeus_cost
+from basht.bso.db.schema import ArmRow, JobRow, TrialRow
+from basht.bso.pruning import Done, Explore, Probe, Wait, next_step
+from basht.bso.spec import (
+    CreatedJob,
+    JobSpecFromClient,
+    ReportResponse,
+    Stage,
+    TrainingResult,
+    TrialId,
+    TrialStatus,
+    TrialType,
+    spec_key,
+)
+
+log = logging.getLogger(__name__)
+
+_SPEC_COLUMNS = tuple(CreatedJob.model_fields)
+
+
+class ServiceError(Exception):
+    """A request the server refuses; the HTTP layer answers `status_code` and {"message": ...}."""
+
+    status_code = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class BadRequest(ServiceError):
+    status_code = 400
+
+
+class NotFound(ServiceError):
+    status_code = 404
+
+
+class Conflict(ServiceError):
+    status_code = 409
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class BSOService:
+    """Register jobs, hand out batch sizes, take reports, end trials, delete jobs."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self._sessions = async_sessionmaker(engine, expire_on_commit=False)
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[AsyncSession]:
+        async with self._sessions.begin() as session:
+            yield session
+
+    # -- POST /jobs ---------------------------------------------------------------------------
+
+    async def register(self, spec: JobSpecFromClient) -> tuple[CreatedJob, bool]:
+        """Create the job (True), or confirm an identical one exists (False); 409 if it differs.
+
+        Without a `job_id` a new id `<prefix>-<8 hex>` is drawn, so such a registration always
+        creates a job, as in Zeus. A concurrent insert of the same id loses on the primary key and
+        is retried as a re-registration.
+        """
+        for _ in range(20):
+            job_id = spec.job_id or f"{spec.job_id_prefix}-{secrets.token_hex(4)}"
+            try:
+                async with self._transaction() as s:
+                    existing = await s.get(JobRow, job_id)
+                    if existing is not None:
+                        if spec.job_id is None:
+                            continue  # an invented id that is taken: draw another
+                        stored = _created_job(existing)
+                        if spec_key(stored) != spec_key(spec.model_copy(update={"job_id": job_id})):
+                            raise Conflict(
+                                "JobSpec doesn't match with existing jobSpec. "
+                                "Use a new job_id for different configuration"
+                            )
+                        return stored, False
+                    s.add(_new_job_row(spec, job_id))
+                    await s.flush()
+                log.info("registered job %s", job_id)
+                return CreatedJob.model_validate({**spec.model_dump(), "job_id": job_id}), True
+            except IntegrityError:
+                log.debug("job %s was registered concurrently; checking it again", job_id)
+        raise ServiceError(f"could not register a job with prefix {spec.job_id_prefix!r}")
+
+    # -- GET /jobs/batch_size -----------------------------------------------------------------
+
+    async def next_trial(self, job_id: str) -> TrialId:
+        """Open a trial with the batch size the job should train with next."""
+        async with self._transaction() as s:
+            job = await _lock(s, job_id)
+            if job is None:
+                raise BadRequest(f"Unknown job({job_id}). Please register the job first")
+            rng = None
+            if job.stage == Stage.MAB:
+                rng = rngs.load(job.rng_state)
+                size = choose_arm(await _arms(s, job_id), rng, job.mab_num_explorations)
+                kind = TrialType.MAB
+            else:
+                probes = await _probes(s, job)
+                step = next_step(
+                    job.batch_sizes, job.default_batch_size, job.num_pruning_rounds, probes
+                )
+                if isinstance(step, Explore):
+                    size, kind = step.batch_size, TrialType.EXPLORATION
+                elif isinstance(step, Wait):
+                    size, kind = job.min_cost_batch_size, TrialType.CONCURRENT
+                else:
+                    arms = _start_mab(s, job, step, probes)
+                    rng = rngs.load(job.rng_state)
+                    size = choose_arm(arms, rng, job.mab_num_explorations)
+                    kind = TrialType.MAB
+            if rng is not None and job.mab_seed is not None:
+                job.rng_state = rngs.dump(rng)
+            number = (
+                await s.scalar(
+                    select(func.max(TrialRow.trial_number)).where(TrialRow.job_id == job_id)
+                )
+                or 0
+            ) + 1
+            s.add(
+                TrialRow(
+                    job_id=job_id,
+                    trial_number=number,
+                    batch_size=size,
+                    type=kind.value,
+                    status=TrialStatus.DISPATCHED.value,
+                    start_timestamp=_now(),
+                )
+            )
+        log.info("job %s trial %d: batch size %d (%s)", job_id, number, size, kind.value)
+        return TrialId(job_id=job_id, batch_size=size, trial_number=number)
+
+    # -- POST /report -------------------------------------------------------------------------
+
+    async def report(self, result: TrainingResult) -> ReportResponse:
+        """Decide after one epoch: keep training, or end the trial and learn from its cost.
+
+        Training stops when the target is reached, when `max_epochs` is reached, or when the
+        cumulative cost exceeds beta_knob × the job's lowest cost so far (early stopping). Like
+        Zeus, every finished result (converged or not) may lower that minimum.
+        """
+        async with self._transaction() as s:
+            job = await _lock(s, result.job_id)
+            if job is None:
+                raise BadRequest(f"Unknown job {result.job_id}")
+            trial = await s.get(TrialRow, (result.job_id, result.trial_number))
+            if trial is None or trial.batch_size != result.batch_size:
+                raise BadRequest(
+                    f"Unknown trial (job_id={result.job_id}, batch_size={result.batch_size}, "
+                    f"trial_number={result.trial_number})"
+                )
+            if trial.status != TrialStatus.DISPATCHED:
+                if trial.converged is None:
+                    raise BadRequest(
+                        f"Trial({trial.trial_number}) is already reported but converged is not set."
+                    )
+                return ReportResponse(
+                    stop_train=True,
+                    converged=trial.converged,
+                    message=f"Result for this trial({trial.trial_number}) is already reported.",
+                )
+
+            cost_ub = float("inf")
+            if job.beta_knob is not None and job.min_cost is not None:
+                cost_ub = job.beta_knob * job.min_cost
+            cost = zeus_cost(result.energy, result.time, job.eta_knob, job.max_power)
+            within = cost_ub >= cost
+            if job.higher_is_better_metric:
+                reached = job.target_metric <= result.metric
+            else:
+                reached = job.target_metric >= result.metric
+            if within and result.current_epoch < job.max_epochs and not reached:
+                return ReportResponse(
+                    stop_train=False,
+                    converged=False,
+                    message="Stop condition not met, keep training",
+                )
+
+            if reached and within:
+                message = "Train succeeded"
+            elif not within:
+                message = (
+                    f"Batch Size({result.batch_size}) exceeded the cost upper bound: current "
+                    f"cost({cost}) > beta_knob({job.beta_knob})*min_cost({job.min_cost})"
+                )
+            else:
+                message = f"Train failed to converge within max_epoch({job.max_epochs})"
+
+            if job.stage == Stage.MAB:
+                await _refit_arm(s, job, trial, cost)
+            trial.status = TrialStatus.SUCCEEDED.value
+            trial.end_timestamp = _now()
+            trial.time_s = result.time
+            trial.energy_j = result.energy
+            trial.converged = reached and within
+            trial.epochs = result.current_epoch
+            trial.metric = result.metric
+            if job.min_cost is None or job.min_cost > cost:
+                job.min_cost = cost
+                job.min_cost_batch_size = result.batch_size
+            converged = trial.converged
+        log.info("job %s trial %d: %s", result.job_id, result.trial_number, message)
+        return ReportResponse(stop_train=True, converged=converged, message=message)
+
+    # -- PATCH /trials ------------------------------------------------------------------------
+
+    async def end_trial(self, trial_id: TrialId) -> None:
+        """Mark a trial that never reported a final result as Failed (Zeus's client calls this at
+        exit, always). A finished trial is left as it is."""
+        async with self._transaction() as s:
+            await _lock(s, trial_id.job_id)
+            trial = await s.get(TrialRow, (trial_id.job_id, trial_id.trial_number))
+            if trial is None or trial.batch_size != trial_id.batch_size:
+                raise NotFound(
+                    f"Could not find the trial: job_id={trial_id.job_id} "
+                    f"batch_size={trial_id.batch_size} trial_number={trial_id.trial_number}"
+                )
+            if trial.status == TrialStatus.DISPATCHED:
+                trial.status = TrialStatus.FAILED.value
+                trial.end_timestamp = _now()
+
+    # -- DELETE /jobs -------------------------------------------------------------------------
+
+    async def delete_job(self, job_id: str) -> None:
+        async with self._transaction() as s:
+            if await _lock(s, job_id) is None:
+                raise NotFound("No job was deleted.")
+            await s.execute(delete(TrialRow).where(TrialRow.job_id == job_id))
+            await s.execute(delete(ArmRow).where(ArmRow.job_id == job_id))
+            await s.execute(delete(JobRow).where(JobRow.job_id == job_id))
+        log.info("deleted job %s", job_id)
+
+    # -- GET /jobs ----------------------------------------------------------------------------
+
+    async def job_state(self, job_id: str) -> dict[str, Any]:
+        """Everything the server knows about a job: spec, stage, minimum cost, arms, trials."""
+        async with self._transaction() as s:
+            job = await s.get(JobRow, job_id)
+            if job is None:
+                raise NotFound(f"Unknown job({job_id})")
+            arms = await _arms(s, job_id)
+            trials = (
+                await s.scalars(
+                    select(TrialRow)
+                    .where(TrialRow.job_id == job_id)
+                    .order_by(TrialRow.trial_number)
+                )
+            ).all()
+            return {
+                "job": _created_job(job).model_dump(),
+                "stage": job.stage,
+                "min_cost": job.min_cost,
+                "min_cost_batch_size": job.min_cost_batch_size,
+                "pruning_note": job.pruning_note,
+                "arms": [
+                    {
+                        "batch_size": a.batch_size,
+                        "param_mean": a.param_mean,
+                        "param_precision": _json_float(a.param_precision),
+                        "reward_precision": _json_float(a.reward_precision),
+                        "num_observations": a.num_observations,
+                    }
+                    for a in arms
+                ],
+                "trials": [
+                    {
+                        "trial_number": t.trial_number,
+                        "batch_size": t.batch_size,
+                        "type": t.type,
+                        "status": t.status,
+                        "time": t.time_s,
+                        "energy": t.energy_j,
+                        "converged": t.converged,
+                        "epochs": t.epochs,
+                        "metric": t.metric,
+                    }
+                    for t in trials
+                ],
+            }
+
+
+# -- helpers (all inside the caller's transaction) ----------------------------------------------
+
+
+async def _lock(s: AsyncSession, job_id: str) -> JobRow | None:
+    """The job row, locked until the transaction ends (FOR UPDATE is a no-op on SQLite, whose
+    BEGIN IMMEDIATE already serializes the whole transaction)."""
+    return await s.scalar(select(JobRow).where(JobRow.job_id == job_id).with_for_update())
+
+
+async def _arms(s: AsyncSession, job_id: str) -> list[ArmState]:
+    rows = await s.scalars(
+        select(ArmRow).where(ArmRow.job_id == job_id).order_by(ArmRow.batch_size)
+    )
+    return [
+        ArmState(
+            r.batch_size, r.param_mean, r.param_precision, r.reward_precision, r.num_observations
+        )
+        for r in rows
+    ]
+
+
+def _cost(job: JobRow, time_s: float | None, energy_j: float | None) -> float:
+    assert time_s is not None and energy_j is not None, "a finished trial has time and energy"
+    return zeus_cost(energy_j, time_s, job.eta_knob, job.max_power)
+
+
+async def _probes(s: AsyncSession, job: JobRow) -> dict[int, list[Probe]]:
+    """Non-failed exploration trials per batch size, in trial order (index = pruning round).
+
+    A probe ended by PATCH /trials (Failed) is invisible, so that size is probed again: a crashed
+    run tells nothing about the batch size.
+    """
+    rows = await s.scalars(
+        select(TrialRow)
+        .where(
+            TrialRow.job_id == job.job_id,
+            TrialRow.type == TrialType.EXPLORATION.value,
+            TrialRow.status != TrialStatus.FAILED.value,
+        )
+        .order_by(TrialRow.trial_number)
+    )
+    probes: dict[int, list[Probe]] = defaultdict(list)
+    for t in rows:
+        dispatched = t.status == TrialStatus.DISPATCHED
+        cost = None if dispatched else _cost(job, t.time_s, t.energy_j)
+        probes[t.batch_size].append(Probe(dispatched, t.converged, cost))
+    return probes
+
+
+def _start_mab(
+    s: AsyncSession, job: JobRow, done: Done, probes: dict[int, list[Probe]]
+) -> list[ArmState]:
+    """End pruning: fit one arm per surviving size on all its probes' rewards (−cost)."""
+    arms = []
+    for size in done.arms:
+        rewards = [-p.cost for p in probes.get(size, ()) if p.cost is not None]
+        arm = fit_arm(size, rewards, job.mab_prior_mean, job.mab_prior_precision)
+        arms.append(arm)
+        s.add(
+            ArmRow(
+                job_id=job.job_id,
+                batch_size=arm.batch_size,
+                param_mean=arm.param_mean,
+                param_precision=arm.param_precision,
+                reward_precision=arm.reward_precision,
+                num_observations=arm.num_observations,
+            )
+        )
+    job.stage = Stage.MAB.value
+    job.pruning_note = done.note
+    if done.note:
+        log.warning("job %s: %s", job.job_id, done.note)
+    log.info("job %s: bandit over batch sizes %s", job.job_id, done.arms)
+    return arms
+
+
+async def _refit_arm(s: AsyncSession, job: JobRow, trial: TrialRow, cost: float) -> None:
+    """Refit the arm of the trial's batch size on its reward window plus this result.
+
+    The window holds the size's finished trials of every type, newest first, as in Zeus. Fix over
+    Zeus: a Concurrent trial that finishes after the switch to the bandit is learned from (Zeus
+    answers 400 and loses the result); a size that is not an arm is only recorded.
+    """
+    arm = await s.get(ArmRow, (job.job_id, trial.batch_size))
+    if arm is None:
+        return
+    query = (
+        select(TrialRow.time_s, TrialRow.energy_j)
+        .where(
+            TrialRow.job_id == job.job_id,
+            TrialRow.batch_size == trial.batch_size,
+            TrialRow.status == TrialStatus.SUCCEEDED.value,
+            TrialRow.trial_number != trial.trial_number,
+        )
+        .order_by(TrialRow.trial_number.desc())
+    )
+    if job.window_size > 0:
+        query = query.limit(job.window_size)
+    history = [-_cost(job, t, e) for t, e in (await s.execute(query)).all()]
+    fitted = fit_arm(
+        trial.batch_size,
+        mab_window(history, -cost, job.window_size),
+        job.mab_prior_mean,
+        job.mab_prior_precision,
+    )
+    arm.param_mean = fitted.param_mean
+    arm.param_precision = fitted.param_precision
+    arm.reward_precision = fitted.reward_precision
+    arm.num_observations = fitted.num_observations
+
+
+def _new_job_row(spec: JobSpecFromClient, job_id: str) -> JobRow:
+    data = spec.model_dump()
+    data["job_id"] = job_id
+    return JobRow(
+        **{name: data[name] for name in _SPEC_COLUMNS},
+        stage=Stage.PRUNING.value,
+        min_cost=None,
+        min_cost_batch_size=spec.default_batch_size,
+        rng_state=None if spec.mab_seed is None else rngs.initial_state(spec.mab_seed),
+        created_at=_now(),
+    )
+
+
+def _created_job(row: JobRow) -> CreatedJob:
+    return CreatedJob.model_validate({name: getattr(row, name) for name in _SPEC_COLUMNS})
+
+
+def _json_float(value: float) -> float | str:
+    """JSON has no infinity; an infinite precision (a single observation) is sent as "inf"."""
+    return value if value != float("inf") else "inf"

@@ -1,0 +1,189 @@
+"""The wire protocol: Zeus's BSO request and response models, field for field, in pydantic 2.
+
+Field names, defaults and checks follow `zeus.optimizer.batch_size.common` (Zeus 0.9 to 0.16),
+so a stock Zeus client can talk to our server. Unknown fields are ignored and numbers are coerced
+the lax way, as pydantic 1 did for Zeus. Where Zeus accepted a value that later crashed its server
+(a duplicate or non-positive batch size, a negative seed or prior precision, NaN knobs), we reject
+it with a 422 instead; a stock client never sends those.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+REGISTER_JOB_URL = "/jobs"
+DELETE_JOB_URL = "/jobs"
+GET_NEXT_BATCH_SIZE_URL = "/jobs/batch_size"
+REPORT_RESULT_URL = "/report"
+REPORT_END_URL = "/trials"
+
+_WIRE = ConfigDict(extra="ignore", allow_inf_nan=False, coerce_numbers_to_str=True)
+
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+class Stage(StrEnum):
+    """Where a job is: trying batch sizes in pruning rounds, or choosing among survivors (MAB)."""
+
+    PRUNING = "Pruning"
+    MAB = "MAB"
+
+
+class TrialType(StrEnum):
+    """Why a trial got its batch size.
+
+    EXPLORATION: a pruning-round probe. CONCURRENT: asked for while a probe was still running, so
+    it gets the cheapest size known so far instead of a second probe. MAB: chosen by the bandit.
+    """
+
+    EXPLORATION = "Exploration"
+    CONCURRENT = "Concurrent"
+    MAB = "MAB"
+
+
+class TrialStatus(StrEnum):
+    """DISPATCHED: running. SUCCEEDED: a final result came in (converged or not). FAILED: ended
+    by PATCH /trials without a result (a crash); it carries no cost."""
+
+    DISPATCHED = "Dispatched"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+class JobParams(BaseModel):
+    """What the user decides about a recurring job; `batch_sizes` comes back sorted."""
+
+    model_config = _WIRE
+
+    job_id: str
+    job_id_prefix: str
+    batch_sizes: list[PositiveInt]
+    default_batch_size: int = Field(gt=0)
+    eta_knob: float = 0.5
+    beta_knob: float | None = 2.0
+    target_metric: float = 0.50
+    higher_is_better_metric: bool = True
+    max_epochs: int = Field(default=100, gt=0)
+    num_pruning_rounds: int = Field(default=2, ge=0)
+    window_size: int = 0
+    mab_prior_mean: float = 0.0
+    mab_prior_precision: float = Field(default=0.0, ge=0)
+    mab_num_explorations: int = Field(default=2, ge=0)
+    mab_seed: int | None = Field(default=None, ge=0, lt=2**63)
+
+    @field_validator("batch_sizes")
+    @classmethod
+    def _sorted_unique(cls, bs: list[int]) -> list[int]:
+        if not bs:
+            raise ValueError(f"Batch Sizes = {bs} is empty")
+        if len(set(bs)) != len(bs):
+            raise ValueError(f"batch_sizes {bs} has duplicates")
+        return sorted(bs)
+
+    @field_validator("eta_knob")
+    @classmethod
+    def _eta_in_unit_interval(cls, v: float) -> float:
+        if v < 0 or v > 1:
+            raise ValueError("eta_knob should be in range [0,1]")
+        return v
+
+    @field_validator("beta_knob")
+    @classmethod
+    def _beta_positive_or_none(cls, v: float | None) -> float | None:
+        if v is not None and v <= 0:
+            raise ValueError(
+                f"Invalid beta_knob({v}). To disable early stop, set beta_knob = None to "
+                "disable or positive value."
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _default_in_batch_sizes(self) -> JobParams:
+        if self.default_batch_size not in self.batch_sizes:
+            raise ValueError(
+                f"Default BS({self.default_batch_size}) not in batch_sizes({self.batch_sizes})."
+            )
+        return self
+
+
+class GpuConfig(BaseModel):
+    """What the client measures about its machine; `max_power` is watts for all its GPUs together."""
+
+    model_config = _WIRE
+
+    max_power: float = Field(gt=0)
+    number_of_gpus: int = Field(gt=0)
+    gpu_model: str
+
+    @field_validator("gpu_model")
+    @classmethod
+    def _not_empty(cls, v: str) -> str:
+        if not v:
+            raise ValueError(f"Invalid gpu_model({v}). Shouldn't be empty.")
+        return v
+
+
+class JobSpec(JobParams):
+    """What a user writes: like JobParams, but the server invents `job_id` when it is left out."""
+
+    job_id: str | None = None  # type: ignore[assignment]  # optional here, on purpose
+
+    @model_validator(mode="after")
+    def _id_has_prefix(self) -> JobSpec:
+        if self.job_id is not None and not self.job_id.startswith(self.job_id_prefix):
+            raise ValueError(
+                f"Job_id({self.job_id}) does not start with prefix({self.job_id_prefix})."
+            )
+        return self
+
+
+class JobSpecFromClient(JobSpec, GpuConfig):
+    """The body of POST /jobs: the user's spec plus the client's GPU facts.
+
+    Base order puts the GPU fields first when serialised, as Zeus's responses do.
+    """
+
+
+class CreatedJob(JobParams, GpuConfig):
+    """The spec as the server registered it: `job_id` is always set."""
+
+    def spec(self) -> JobSpecFromClient:
+        return JobSpecFromClient.model_validate(self.model_dump())
+
+
+class TrialId(BaseModel):
+    """One run of a job: the batch size to train with and the trial's number within the job."""
+
+    model_config = _WIRE
+
+    job_id: str
+    batch_size: int
+    trial_number: int
+
+
+class TrainingResult(TrialId):
+    """One epoch's report. `time` (s) and `energy` (J) are cumulative since training began."""
+
+    time: float = Field(ge=0)
+    energy: float = Field(ge=0)
+    metric: float
+    current_epoch: int
+
+
+class ReportResponse(BaseModel):
+    """The server's decision after a report: keep going, or stop (and whether the target was met)."""
+
+    model_config = _WIRE
+
+    stop_train: bool
+    converged: bool
+    message: str
+
+
+def spec_key(spec: JobSpecFromClient | CreatedJob | dict[str, Any]) -> dict[str, Any]:
+    """The fields whose equality decides 200 (same spec) versus 409 (changed spec) on POST /jobs."""
+    data = spec if isinstance(spec, dict) else spec.model_dump()
+    return {name: data.get(name) for name in CreatedJob.model_fields}

@@ -1,0 +1,87 @@
+"""`basht bso serve` and `basht bso migrate` as a user runs them: bad input is one line, exit 2."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+
+import pytest
+
+from basht import cli
+
+
+@pytest.fixture
+def basht(monkeypatch, capsys):
+    """`basht ARGS...` in this process, through the real entry point; (exit code, out, err)."""
+    for name in list(os.environ):
+        if name.startswith("BASHT_BSO_"):
+            monkeypatch.delenv(name)
+
+    def run(*args: str, **env: str) -> tuple[int, str, str]:
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setattr(sys, "argv", ["basht", *args])
+        with pytest.raises(SystemExit) as exited:
+            cli.main()
+        out = capsys.readouterr()
+        return exited.value.code, out.out, out.err
+
+    return run
+
+
+def one_line_error(result: tuple[int, str, str]) -> str:
+    code, _, err = result
+    assert code == 2, result
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def test_migrate_creates_the_tables_once(basht, tmp_path):
+    url = f"sqlite:///{tmp_path / 'nested' / 'bso.db'}"
+    code, out, _ = basht("bso", "migrate", "--db", url)
+    assert code == 0 and "migrated from empty to revision 0001" in out
+    code, out, _ = basht("bso", "migrate", "--db", url)
+    assert code == 0 and "already at revision 0001" in out
+    with sqlite3.connect(tmp_path / "nested" / "bso.db") as db:
+        tables = {r[0] for r in db.execute("select name from sqlite_master where type='table'")}
+    assert {"bso_jobs", "bso_arms", "bso_trials", "bso_alembic_version"} <= tables
+
+
+def test_migrate_takes_the_database_from_the_environment(basht, tmp_path):
+    code, _, _ = basht("bso", "migrate", BASHT_BSO_DB=f"sqlite:///{tmp_path / 'env.db'}")
+    assert code == 0
+    assert (tmp_path / "env.db").exists()
+
+
+def test_serving_migrates_an_embedded_database_on_first_start(serve, tmp_path):
+    server = serve(db=f"sqlite:///{tmp_path / 'first.db'}")
+    with server.client() as c:
+        assert c.get("/health").json() == {"status": "ok"}
+    assert "at revision 0001" in server.log.read_text()
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--db", "nonsense"], "not a SQLAlchemy URL"),
+        (["--db", "sqlite://"], "in-memory SQLite"),
+        (["--db", "oracle://u@h/db"], "no async driver known for 'oracle'"),
+        (["--db", "postgresql://u:hunter2@127.0.0.1:1/x"], "cannot connect"),
+        (["--port", "70000"], "port 70000"),
+        (["--workers", "0"], "workers 0"),
+        (["--log-level", "loud"], "log level 'loud'"),
+    ],
+)
+def test_bad_serve_settings_are_one_line_errors(basht, tmp_path, args, fragment):
+    db = [] if "--db" in args else ["--db", f"sqlite:///{tmp_path / 'x.db'}"]
+    line = one_line_error(basht("bso", "serve", *db, *args))
+    assert fragment in line
+    assert "hunter2" not in line  # passwords never printed
+
+
+def test_bad_environment_values_are_named(basht, tmp_path):
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    line = one_line_error(basht("bso", "serve", BASHT_BSO_PORT="eighty", BASHT_BSO_DB=db))
+    assert "BASHT_BSO_PORT" in line and "integer" in line

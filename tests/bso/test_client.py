@@ -1,0 +1,172 @@
+"""Our client against a real server: Zeus's call order, energy from a monitor, failures raised."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import httpx
+import pytest
+
+from basht.bso import BatchSizeOptimizer, BSOOrderError, BSOServerError, JobSpec, TrainFailError
+
+
+@dataclass(frozen=True)
+class FakeMeasurement:
+    time_s: float
+    energy_j: float
+    source: str
+    by_component: dict[str, float]
+
+
+@dataclass
+class FakeMonitor:
+    """Each window lasts `time_s` and burns `components` joules; records the calls."""
+
+    time_s: float = 2.0
+    components: dict[str, float] = field(default_factory=lambda: {"cpu": 30.0, "memory": 10.0})
+    calls: list[str] = field(default_factory=list)
+    closed: bool = False
+
+    def begin_window(self, key: str) -> None:
+        self.calls.append(f"begin {key}")
+
+    def end_window(self, key: str) -> FakeMeasurement:
+        self.calls.append(f"end {key}")
+        return FakeMeasurement(
+            self.time_s, sum(self.components.values()), "estimate", dict(self.components)
+        )
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def spec(job_id: str, **changes) -> JobSpec:
+    values = {
+        "job_id": job_id,
+        "job_id_prefix": job_id.split("-")[0],
+        "batch_sizes": [16, 32, 64],
+        "default_batch_size": 32,
+        "target_metric": 0.9,
+        "max_epochs": 5,
+    }
+    values.update(changes)
+    return JobSpec(**values)
+
+
+def optimizer(server, job: JobSpec, monitor=None, **kwargs) -> BatchSizeOptimizer:
+    hardware = {"max_power_w": 100.0, "number_of_gpus": 1, "gpu_model": "test-cpu"}
+    hardware.update(kwargs)
+    return BatchSizeOptimizer(server.url, job, monitor=monitor or FakeMonitor(), **hardware)
+
+
+def job_state(server, job_id: str) -> dict:
+    return httpx.get(f"{server.url}/jobs", params={"job_id": job_id}).json()
+
+
+def test_a_run_reports_cumulative_time_and_energy_until_the_target(server):
+    monitor = FakeMonitor()
+    with optimizer(server, spec("cl-1"), monitor) as bso:
+        assert bso.get_batch_size() == 32 and bso.get_batch_size() == 32  # asked once
+        bso.on_train_begin()
+        for metric in (0.5, 0.7, 0.95):
+            bso.on_evaluate(metric)
+        assert bso.training_finished and bso.converged is True
+        assert (bso.epoch, bso.time_s, bso.energy_j) == (3, 6.0, 120.0)
+        assert bso.energy_source == "estimate"
+        bso.on_evaluate(0.99)  # after the end: ignored, like Zeus
+    trial = job_state(server, "cl-1")["trials"][0]
+    assert (trial["status"], trial["converged"], trial["time"], trial["energy"]) == (
+        "Succeeded",
+        True,
+        6.0,
+        120.0,
+    )
+    assert monitor.calls == ["begin basht-bso", "end basht-bso"] * 3
+    assert not monitor.closed  # a monitor passed in belongs to the caller
+
+
+def test_running_out_of_epochs_raises_train_fail(server):
+    bso = optimizer(server, spec("cl-2", max_epochs=2))
+    bso.get_batch_size()
+    bso.on_train_begin()
+    bso.on_evaluate(0.1)
+    with pytest.raises(TrainFailError, match="max_epoch"):
+        bso.on_evaluate(0.2)
+    assert bso.training_finished and bso.converged is False
+    bso.end()
+
+
+def test_gpu_energy_is_reported_when_gpus_are_measured(server):
+    monitor = FakeMonitor(components={"gpu:0": 200.0, "gpu:1": 300.0, "cpu": 50.0})
+    with optimizer(server, spec("cl-3"), monitor) as bso:
+        bso.get_batch_size()
+        bso.on_train_begin()
+        bso.on_evaluate(0.95)
+        assert bso.energy_j == 500.0
+
+
+def test_a_run_that_ends_without_a_result_is_marked_failed(server):
+    monitor = FakeMonitor()
+    with optimizer(server, spec("cl-4"), monitor) as bso:
+        bso.get_batch_size()
+        bso.on_train_begin()
+        bso.on_evaluate(0.1)
+    assert job_state(server, "cl-4")["trials"][0]["status"] == "Failed"
+    assert monitor.calls[-1] == "end basht-bso"  # the open window was closed
+
+
+def test_calls_out_of_order_are_refused(server):
+    with optimizer(server, spec("cl-5")) as bso:
+        with pytest.raises(BSOOrderError):
+            bso.on_evaluate(0.5)
+        with pytest.raises(BSOOrderError):
+            bso.on_train_begin()
+        bso.get_batch_size()
+        with pytest.raises(BSOOrderError, match="on_train_begin"):
+            bso.on_evaluate(0.5)
+
+
+def test_other_ranks_take_rank_zeros_trial(server):
+    with optimizer(server, spec("cl-6")) as rank0:
+        size = rank0.get_batch_size()
+        with optimizer(server, spec("cl-6"), rank=1) as rank1:
+            with pytest.raises(BSOOrderError, match="rank 0"):
+                rank1.get_batch_size()
+            rank1.set_trial(size, rank0.trial_number)
+            rank1.on_train_begin()
+            rank1.on_evaluate(0.95)
+            assert rank1.converged is True
+        rank0.on_train_begin()
+        rank0.on_evaluate(0.95)  # the second report of the same trial: "already reported"
+        assert rank0.training_finished and rank0.converged is True
+
+
+def test_a_changed_spec_is_a_one_line_server_error(server):
+    optimizer(server, spec("cl-7")).end()
+    with pytest.raises(BSOServerError) as err:
+        optimizer(server, spec("cl-7", max_epochs=9))
+    assert err.value.status_code == 409 and "doesn't match" in str(err.value)
+
+
+def test_the_default_monitor_is_bashts_own(server):
+    """No monitor given: Basht's EnergyMonitor measures (here a labelled estimate or RAPL)."""
+    bso = BatchSizeOptimizer(
+        server.url, spec("cl-8"), max_power_w=50.0, number_of_gpus=1, gpu_model="cpu"
+    )
+    try:
+        bso.get_batch_size()
+        bso.on_train_begin()
+        sum(i * i for i in range(100_000))
+        bso.on_evaluate(0.95)
+        assert bso.time_s > 0 and bso.energy_j > 0
+        assert bso.energy_source in ("estimate", "rapl")
+    finally:
+        bso.end()
+    bso.end()  # twice is harmless (the monitor it owned is closed once)
+
+
+def test_hardware_is_detected_when_not_given(server):
+    with BatchSizeOptimizer(server.url, spec("cl-9"), monitor=FakeMonitor()) as bso:
+        registered = bso.job
+        assert registered.max_power > 0 and registered.number_of_gpus >= 1
+        assert registered.gpu_model == bso.hardware.gpu_model

@@ -1,0 +1,59 @@
+"""Settings: given options beat BASHT_BSO_* variables, which beat defaults; URLs get async drivers."""
+
+from __future__ import annotations
+
+import pytest
+
+from basht.bso.config import ServerSettings
+from basht.bso.db.engine import async_url, redact
+from basht.bso.errors import BSOError
+
+
+def test_options_then_environment_then_defaults():
+    env = {"BASHT_BSO_PORT": "9000", "BASHT_BSO_TOKEN": "t", "BASHT_BSO_ECHO_SQL": "yes"}
+    settings = ServerSettings.from_env(env, port=None, host="0.0.0.0")
+    assert (settings.host, settings.port, settings.token, settings.echo_sql) == (
+        "0.0.0.0",
+        9000,
+        "t",
+        True,
+    )
+    assert settings.db == "sqlite:///basht-bso.db" and settings.workers == 1
+    assert ServerSettings.from_env(env, port=8001).port == 8001
+
+
+def test_settings_survive_the_trip_to_worker_processes():
+    settings = ServerSettings(db="sqlite:///x.db", port=8123, token="abc", workers=3, echo_sql=True)
+    assert ServerSettings.from_env(settings.to_env()) == settings
+
+
+@pytest.mark.parametrize(
+    ("env", "fragment"),
+    [
+        ({"BASHT_BSO_WORKERS": "many"}, "BASHT_BSO_WORKERS='many': expected an integer"),
+        ({"BASHT_BSO_ECHO_SQL": "maybe"}, "expected true or false"),
+        ({"BASHT_BSO_TOKEN": "  "}, "token: empty"),
+    ],
+)
+def test_bad_environment_values_are_named(env, fragment):
+    with pytest.raises(BSOError, match=fragment):
+        ServerSettings.from_env(env)
+
+
+@pytest.mark.parametrize(
+    ("url", "driver"),
+    [
+        ("sqlite:///bso.db", "sqlite+aiosqlite"),
+        ("sqlite+pysqlite:///bso.db", "sqlite+aiosqlite"),
+        ("postgresql://u@h/db", "postgresql+asyncpg"),
+        ("postgres://u@h/db", "postgresql+asyncpg"),
+        ("postgresql+psycopg2://u@h/db", "postgresql+asyncpg"),
+        ("postgresql+psycopg://u@h/db", "postgresql+psycopg"),
+    ],
+)
+def test_urls_get_an_async_driver(url, driver):
+    assert async_url(url).drivername == driver
+
+
+def test_passwords_are_redacted():
+    assert "secret" not in redact("postgresql://me:secret@db/bso")

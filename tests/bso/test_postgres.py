@@ -1,0 +1,101 @@
+"""The PostgreSQL path against a real PostgreSQL server started for the tests: migrations, the
+protocol, row locks with several workers, and the same decisions as on SQLite."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from tests.bso.support import basht, check_hammered, hammer, job_body, result_body
+
+asyncpg = pytest.importorskip(
+    "asyncpg", reason="the PostgreSQL path needs asyncpg (the `bso` extra)"
+)
+
+
+def _create_database(url: str, name: str) -> str:
+    async def create() -> None:
+        conn = await asyncpg.connect(url)
+        try:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+            await conn.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await conn.close()
+
+    asyncio.run(create())
+    return url.rsplit("/", 1)[0] + f"/{name}"
+
+
+@pytest.fixture(scope="module")
+def pg_db(postgres_url: str) -> str:
+    """A migrated database of its own."""
+    url = _create_database(postgres_url, "bso_tests")
+    first = basht("bso", "migrate", "--db", url)
+    assert first.returncode == 0, first.stderr
+    assert "migrated from empty to revision 0001" in first.stdout
+    again = basht("bso", "migrate", "--db", url)
+    assert again.returncode == 0 and "already at revision 0001" in again.stdout
+    return url
+
+
+def test_serve_refuses_a_database_that_was_not_migrated(postgres_url):
+    url = _create_database(postgres_url, "bso_fresh")
+    proc = basht("bso", "serve", "--db", url, "--port", "1")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "has no BSO tables" in lines[0] and "basht bso migrate" in lines[0]
+    assert "postgres@" in lines[0]  # the URL is named (without a password)
+
+
+def test_offline_migration_prints_postgresql_ddl(postgres_url):
+    proc = basht("bso", "migrate", "--db", postgres_url, "--sql")
+    assert proc.returncode == 0, proc.stderr
+    assert "CREATE TABLE bso_jobs" in proc.stdout
+    assert "FLOAT(53)" in proc.stdout  # double precision: stored knobs compare exactly
+
+
+def _script(http: httpx.Client, job_id: str) -> list[int]:
+    """A fixed history (seeded job, one pruning round so arms start with infinite precision)."""
+    body = job_body(
+        job_id,
+        mab_seed=5,
+        num_pruning_rounds=1,
+        batch_sizes=[16, 32, 64, 128],
+        default_batch_size=64,
+    )
+    assert http.post("/jobs", json=body).status_code == 201
+    assert http.post("/jobs", json=body).status_code == 200
+    assert http.post("/jobs", json={**body, "eta_knob": 0.25}).status_code == 409
+    chosen = []
+    for i in range(14):
+        trial = http.get("/jobs/batch_size", params={"job_id": job_id}).json()
+        chosen.append(trial["batch_size"])
+        cost = 1.0 + (trial["batch_size"] % 48) / 100 + (i % 3) / 50
+        answer = http.post(
+            "/report",
+            json=result_body(trial, metric=0.9, time=10 * cost, energy=100 * cost, current_epoch=5),
+        ).json()
+        assert answer["stop_train"] is True
+        assert http.patch("/trials", json=trial).status_code == 200
+    return chosen
+
+
+def test_postgres_and_sqlite_servers_decide_alike(serve, pg_db, tmp_path):
+    on_pg = serve(db=pg_db)
+    on_sqlite = serve()
+    with on_pg.client() as pg, on_sqlite.client() as lite:
+        chosen_pg = _script(pg, "same-1")
+        chosen_sqlite = _script(lite, "same-1")
+        state = pg.get("/jobs", params={"job_id": "same-1"}).json()
+        assert pg.delete("/jobs", params={"job_id": "same-1"}).status_code == 200
+        assert pg.delete("/jobs", params={"job_id": "same-1"}).status_code == 404
+    assert chosen_pg == chosen_sqlite
+    assert state["stage"] == "MAB" and len(state["trials"]) == 14
+
+
+def test_twenty_clients_through_two_workers_on_postgres(serve, pg_db):
+    server = serve("--workers", "2", db=pg_db)
+    seen = hammer(server.url, "crowd-pg", clients=20, epochs=3)
+    check_hammered(server.url, "crowd-pg", seen)

@@ -1,0 +1,81 @@
+"""The wire models accept what Zeus's client sends and reject what Zeus rejects (and what crashed it)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from pydantic import ValidationError
+
+from basht.bso.spec import CreatedJob, JobSpec, JobSpecFromClient, TrainingResult, spec_key
+from tests.bso.support import job_body
+
+
+def test_zeus_defaults_fill_a_minimal_spec():
+    spec = JobSpec(job_id_prefix="mnist", batch_sizes=[64, 32], default_batch_size=32)
+    assert spec.job_id is None
+    assert spec.batch_sizes == [32, 64]  # sorted, as Zeus's validator does
+    assert (spec.eta_knob, spec.beta_knob, spec.target_metric) == (0.5, 2.0, 0.5)
+    assert (spec.max_epochs, spec.num_pruning_rounds, spec.window_size) == (100, 2, 0)
+    assert (spec.mab_prior_mean, spec.mab_prior_precision, spec.mab_num_explorations) == (0, 0, 2)
+    assert spec.higher_is_better_metric is True and spec.mab_seed is None
+
+
+def test_unknown_fields_are_ignored_and_numbers_coerced():
+    body = job_body("mnist-1", seed=7, error=False, max_epochs="12", eta_knob=1)
+    spec = JobSpecFromClient.model_validate(body)
+    assert spec.max_epochs == 12 and spec.eta_knob == 1.0
+    assert not hasattr(spec, "seed")
+
+
+def test_gpu_fields_serialise_first_like_zeus():
+    spec = JobSpecFromClient.model_validate(job_body("mnist-1"))
+    assert list(spec.model_dump())[:4] == ["max_power", "number_of_gpus", "gpu_model", "job_id"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "fragment"),
+    [
+        ({"job_id": "other-1"}, "does not start with prefix"),
+        ({"default_batch_size": 128}, "not in batch_sizes"),
+        ({"batch_sizes": []}, "empty"),
+        ({"batch_sizes": [32, 32, 1024]}, "duplicates"),
+        ({"batch_sizes": [0, 1024]}, "greater than 0"),
+        ({"eta_knob": 1.5}, "range [0,1]"),
+        ({"beta_knob": 0}, "beta_knob"),
+        ({"max_epochs": 0}, "greater than 0"),
+        ({"num_pruning_rounds": -1}, "greater than or equal to 0"),
+        ({"mab_num_explorations": -1}, "greater than or equal to 0"),
+        ({"mab_seed": -3}, "greater than or equal to 0"),
+        ({"max_power": 0}, "greater than 0"),
+        ({"number_of_gpus": 0}, "greater than 0"),
+        ({"gpu_model": ""}, "Shouldn't be empty"),
+        ({"target_metric": float("nan")}, "finite number"),
+    ],
+)
+def test_bad_specs_are_rejected_with_the_reason(changes, fragment):
+    with pytest.raises(ValidationError, match=re.escape(fragment)):
+        JobSpecFromClient.model_validate(job_body("test-1", **changes))
+
+
+def test_beta_null_disables_early_stopping():
+    assert JobSpecFromClient.model_validate(job_body("test-1", beta_knob=None)).beta_knob is None
+
+
+def test_spec_key_ignores_batch_size_order_but_not_values():
+    a = JobSpecFromClient.model_validate(job_body("test-1"))
+    b = JobSpecFromClient.model_validate(
+        job_body("test-1", batch_sizes=[4096, 2048, 1024, 512, 256, 64, 32])
+    )
+    c = JobSpecFromClient.model_validate(job_body("test-1", max_power=2999.0))
+    assert spec_key(a) == spec_key(b)
+    assert spec_key(a) != spec_key(c)
+    assert spec_key(CreatedJob.model_validate(a.model_dump())) == spec_key(a)
+
+
+def test_training_results_need_non_negative_time_and_energy():
+    trial = {"job_id": "j", "batch_size": 32, "trial_number": 1}
+    with pytest.raises(ValidationError):
+        TrainingResult(**trial, time=-1, energy=1, metric=0, current_epoch=1)
+    ok = TrainingResult(**trial, time=1, energy=2, metric=0.5, current_epoch=1)
+    assert ok.energy == 2
