@@ -173,6 +173,12 @@ class ResourcesSpec(_Strict):
     accelerator_memory_mb: int = Field(default=0, ge=0)
 
 
+class RaySpec(_Strict):
+    """Where `executor: ray` runs: an existing cluster's address, or (none) a Ray of its own."""
+
+    address: str | None = Field(default=None, min_length=1)  # "host:port" of the head, ray://...
+
+
 class CarbonSpec(_Strict):
     """Grid intensity: a zone's yearly average, a fixed number, or a time series; optionally live."""
 
@@ -259,6 +265,7 @@ class Experiment(BaseModel):
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
     system: Literal["native", "optuna", "raytune"] = "native"
     executor: Literal["local", "ray", "simulated"] = "local"
+    ray: RaySpec | None = None
     engine: EngineSpec = Field(default_factory=EngineSpec)
     measure: MeasureSpec = Field(default_factory=MeasureSpec)
     store: str = "sqlite:///basht.db"
@@ -276,6 +283,12 @@ class Experiment(BaseModel):
             self.search = self.search.model_copy(update={"sampler": "grid"})
         if self.search.sampler == "grid" and not self.search_space.is_finite:
             raise ValueError("sampler: grid needs a finite space (give `step` or use `choice`)")
+        return self
+
+    @model_validator(mode="after")
+    def _ray_with_ray(self) -> Experiment:
+        if self.ray is not None and self.executor != "ray":
+            raise ValueError("`ray` applies only with executor: ray")
         return self
 
     @property

@@ -9,8 +9,9 @@ from typing import Any
 from sqlalchemy import select
 
 from basht.bench.lifecycle import BestTrial, RunContext
-from basht.engine import LocalExecutor, TrialTask, WorkloadRef
+from basht.engine import LocalExecutor, RayExecutor, TrialTask, WorkloadRef
 from basht.errors import BashtError
+from basht.experiment import Experiment
 from basht.store import CheckpointRow, Store, TrialRow
 from basht.tune import Decision, Tuner, replay, trial_seed
 from basht.tune.base import Algorithm
@@ -30,16 +31,19 @@ class NativeSystem:
         self.ctx = ctx
         exp = ctx.experiment
         self.workload = WorkloadRef(exp.workload.name, dict(exp.workload.params), exp.seed)
-        self.executor: LocalExecutor | None = None
+        self.executor: LocalExecutor | RayExecutor | None = None
         self.tuner: Tuner | None = None
         self._segment_start: dict[int, float] = {}
 
     def deploy(self) -> None:
-        resources = self.ctx.experiment.resources
-        engine = self.ctx.experiment.engine
-        self.executor = LocalExecutor(
-            resources.workers, resources.cpus_per_worker, engine.scheduler, engine.max_width
-        )
+        exp = self.ctx.experiment
+        resources, engine = exp.resources, exp.engine
+        if exp.executor == "ray":
+            self.executor = _ray_executor(exp)
+        else:
+            self.executor = LocalExecutor(
+                resources.workers, resources.cpus_per_worker, engine.scheduler, engine.max_width
+            )
         self.executor.start()
 
     def setup(self) -> None:
@@ -106,14 +110,15 @@ class NativeSystem:
             resume_from=best.checkpoint,
         )
         monitor = self.ctx.monitor
-        if monitor is not None:
+        # None when no worker is free yet (a Ray worker still being replaced): not attributed.
+        worker = self.executor.first_idle() if monitor is not None else None
+        if monitor is not None and worker is not None:
             # The test run is booked as its own kind: neither a trial nor idle.
-            worker = self.executor.first_idle()
             monitor.assign(worker, self.executor.pid_of(worker), best.trial_id, kind="test")
         try:
             event = self.executor.run_test(task, best.budget)
         finally:
-            if monitor is not None:
+            if monitor is not None and worker is not None:
                 monitor.assign(worker, None, None)
         if event.kind == "failed":
             raise BashtError(f"testing trial {best.trial_id} failed: {event.error}")
@@ -126,6 +131,20 @@ class NativeSystem:
         if self.executor is not None:
             self.executor.shutdown()
             self.executor = None
+
+
+def _ray_executor(exp: Experiment) -> RayExecutor:
+    """Trials as Ray actors, on a Ray of their own or the cluster at `ray.address`."""
+    if exp.engine.scheduler != "fifo":
+        raise BashtError(f"engine.scheduler: {exp.engine.scheduler} runs on executor: local only")
+    resources = exp.resources
+    return RayExecutor(
+        resources.workers,
+        resources.cpus_per_worker,
+        accelerator=resources.accelerator,
+        memory_per_worker_mb=resources.memory_per_worker_mb,
+        address=exp.ray.address if exp.ray is not None else None,
+    )
 
 
 def best_trial_from_store(ctx: RunContext) -> BestTrial:

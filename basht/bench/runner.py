@@ -39,13 +39,21 @@ class RunResult:
 def make_system(ctx: RunContext) -> SystemUnderTest:
     system = ctx.experiment.system
     if system == "native":
-        if ctx.experiment.executor != "local":
+        if ctx.experiment.executor not in ("local", "ray"):
             raise BashtError(
                 f"executor: {ctx.experiment.executor!r} is not available in this version"
             )
         from basht.bench.native import NativeSystem
 
         return NativeSystem(ctx)
+    if system == "optuna":
+        from basht.bench.systems.optuna_system import OptunaSystem
+
+        return OptunaSystem(ctx)
+    if system == "raytune":
+        from basht.bench.systems.raytune_system import RayTuneSystem
+
+        return RayTuneSystem(ctx)
     raise BashtError(f"system: {system!r} is not available in this version")
 
 

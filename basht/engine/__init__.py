@@ -10,6 +10,7 @@ from basht.engine.messages import (
     TrialTask,
     WorkloadRef,
 )
+from basht.engine.ray_executor import RayExecutor
 from basht.engine.simulated import FunctionCurve, LearningCurve, SimulatedExecutor, SyntheticCurve
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "LearningCurve",
     "LocalExecutor",
     "PAUSE",
+    "RayExecutor",
     "STOP",
     "SimulatedExecutor",
     "SyntheticCurve",

@@ -116,12 +116,21 @@ class Store:
         self.url = url
         self.engine = open_engine(url)
         try:
-            Base.metadata.create_all(self.engine)
-            _add_missing_columns(self.engine)
+            self._create_tables()
         except OperationalError as err:
             raise StoreError(f"store {url!r}: cannot open ({err.orig})") from None
         self._session = sessionmaker(self.engine, expire_on_commit=False)
         self._local = threading.local()
+
+    def _create_tables(self) -> None:
+        try:
+            Base.metadata.create_all(self.engine)
+        except OperationalError as err:
+            # Another process (a run starting, a reader polling it) created them a moment ago.
+            if "already exists" not in str(err.orig):
+                raise
+            Base.metadata.create_all(self.engine)
+        _add_missing_columns(self.engine)
 
     def close(self) -> None:
         self.engine.dispose()

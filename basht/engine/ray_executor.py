@@ -1,0 +1,447 @@
+"""The Ray executor: trials as Ray actors, on a local Ray started by deploy or an existing cluster.
+
+Each worker is a persistent actor (`TrialActor`, the local worker's trial loop) in a placement group
+of its own, `STRICT_PACK`, so what a trial holds stays on one node. The store stays on the driver:
+actors send events and checkpoint bytes back through Ray, and the driver writes the checkpoints.
+
+A lost actor or node does not fail its trial: the trial goes back to a queue and runs again from
+the checkpoint it started from, on the next free worker. Epochs the driver has already heard are
+replayed without being reported again, and the driver's answer to the last one is applied where
+the replay reaches it, so the Tuner never notices. A replacement actor is started for the lost one
+and waits for room on the cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from basht.engine.messages import CONTINUE, PAUSE, STOP, TrialEvent, TrialTask, WorkloadRef
+from basht.engine.ray_actor import TrialActor, write_atomically
+from basht.engine.ray_session import RaySession
+from basht.errors import BashtError
+
+log = logging.getLogger(__name__)
+
+_START_TIMEOUT_S = 300.0
+# A trial whose worker is lost this often is failed: past this it is more likely the trial that
+# kills its workers (a crash in native code, memory) than the nodes that die under it.
+_MAX_LOSSES = 3
+# A worker that fails to start this often in a row fails the run (its constructor crashes); fewer
+# are nodes that died under a fresh actor before Ray noticed, and worth another try.
+_MAX_START_FAILURES = 5
+# Calls an actor serves at once: the blocking `events`, plus `command`, `run` and `prepare`.
+_ACTOR_CONCURRENCY = 4
+_ENDED = {STOP: "stopped", PAUSE: "paused"}
+
+
+@dataclass
+class _Job:
+    """A trial (or the test run) owed to the driver, with what the driver has heard of it."""
+
+    task: TrialTask
+    kind: str  # "run" or "test"
+    budget: int = 0  # epochs to train before testing (test runs without a checkpoint)
+    state: bytes | None = None  # the checkpoint it starts from
+    forwarded: int = 0  # the last epoch reported to the driver
+    heard: bool = False  # whether any report reached the driver
+    answer: tuple[str, str | None] | None = None  # the driver's answer to `forwarded`
+    awaiting: bool = False  # the actor waits for that answer now
+    losses: int = 0
+
+
+@dataclass
+class _Slot:
+    """One worker: its actor and placement group, and the call that tells when it is ready."""
+
+    index: int
+    actor: Any = None
+    group: Any = None
+    ready: Any = None  # the pending `prepare` call while the actor starts
+    events: Any = None  # the pending `events` call while it runs
+    job: _Job | None = None
+    pid: int | None = None
+    node_id: str | None = None
+    failed_starts: int = 0
+
+    @property
+    def idle(self) -> bool:
+        return self.actor is not None and self.ready is None and self.job is None
+
+
+class RayExecutor:
+    """Runs trials on `workers` Ray actors of `cpus_per_worker` CPUs each (and a GPU share).
+
+    Without `address` it starts a Ray of its own on this machine (127.0.0.1 only) sized to the
+    workers, and removes it and its temp folder on `shutdown`; with one it joins that cluster.
+    """
+
+    def __init__(
+        self,
+        workers: int,
+        cpus_per_worker: int = 1,
+        *,
+        accelerator: str = "cpu",
+        memory_per_worker_mb: int = 0,
+        address: str | None = None,
+        start_timeout_s: float = _START_TIMEOUT_S,
+    ):
+        self.workers, self.cpus_per_worker = workers, cpus_per_worker
+        self.accelerator, self.memory_per_worker_mb = accelerator, memory_per_worker_mb
+        self.address, self.start_timeout_s = address, start_timeout_s
+        self.gpus_per_worker = 0.0
+        self._slots: list[_Slot] = []
+        self._queue: list[_Job] = []
+        self._setup_ref: WorkloadRef | None = None
+        self._session = RaySession(address, workers * cpus_per_worker, accelerator == "gpu")
+        self._actor_class: Any = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start or join Ray, then start every worker and wait until each is placed and ready."""
+        ray = self._session.open()
+        self.gpus_per_worker = self._gpus_per_worker(ray)
+        self._check_capacity(ray)
+        self._actor_class = ray.remote(TrialActor)
+        self._slots = [_Slot(i) for i in range(self.workers)]
+        for slot in self._slots:
+            self._launch(slot)
+        self._await_ready("start")
+
+    def _gpus_per_worker(self, ray: Any) -> float:
+        """One GPU each, or an equal share of one when there are more workers than GPUs."""
+        if self.accelerator != "gpu":
+            return 0.0
+        total = ray.cluster_resources().get("GPU", 0.0)
+        if total <= 0:
+            raise BashtError("accelerator: gpu, but the Ray cluster has no GPU")
+        return 1.0 if total >= self.workers else 1.0 / math.ceil(self.workers / total)
+
+    def _bundle(self) -> dict[str, float]:
+        bundle = {"CPU": float(self.cpus_per_worker)}
+        if self.gpus_per_worker:
+            bundle["GPU"] = self.gpus_per_worker
+        if self.memory_per_worker_mb:
+            bundle["memory"] = float(self.memory_per_worker_mb * 2**20)
+        return bundle
+
+    def _check_capacity(self, ray: Any) -> None:
+        """Fail now if no node can ever hold a worker, rather than wait for a placement forever."""
+        bundle = self._bundle()
+        room = sum(
+            _fits(node["Resources"], bundle) for node in ray.nodes() if node.get("Alive", False)
+        )
+        if room == 0:
+            raise BashtError(f"no node of the Ray cluster has room for one worker ({bundle})")
+        if room < self.workers:
+            log.warning(
+                "the Ray cluster has room for %d of %d workers now; waiting up to %.0f s for more",
+                room,
+                self.workers,
+                self.start_timeout_s,
+            )
+
+    def _launch(self, slot: _Slot) -> None:
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        bundle = self._bundle()
+        slot.group = placement_group([bundle], strategy="STRICT_PACK")
+        options: dict[str, Any] = {
+            "num_cpus": self.cpus_per_worker,
+            "num_gpus": self.gpus_per_worker,
+            "max_concurrency": _ACTOR_CONCURRENCY,
+            "max_restarts": 0,  # a lost actor is replaced by the executor, its trial requeued
+            "scheduling_strategy": PlacementGroupSchedulingStrategy(
+                slot.group, placement_group_bundle_index=0
+            ),
+        }
+        if "memory" in bundle:
+            options["memory"] = bundle["memory"]
+        device = "cuda" if self.gpus_per_worker else "cpu"
+        slot.actor = self._actor_class.options(**options).remote(
+            slot.index, self.cpus_per_worker, device
+        )
+        slot.ready = slot.actor.prepare.remote(self._setup_ref)
+        slot.events, slot.job, slot.pid, slot.node_id = None, None, None, None
+
+    def _await_ready(self, phase: str) -> None:
+        import ray
+
+        deadline = time.monotonic() + self.start_timeout_s
+        while waiting := {s.ready: s for s in self._slots if s.ready is not None}:
+            left = deadline - time.monotonic()
+            done, _ = ray.wait(list(waiting), num_returns=len(waiting), timeout=max(0.0, left))
+            for ref in done:
+                self._on_ready(waiting[ref])
+            if not done and left <= 0:
+                raise BashtError(
+                    f"{len(waiting)} of {self.workers} Ray workers were not ready within "
+                    f"{self.start_timeout_s:.0f} s ({phase}); each needs {self._bundle()}"
+                )
+
+    def _on_ready(self, slot: _Slot) -> None:
+        import ray
+
+        try:
+            slot.pid, slot.node_id, error = ray.get(slot.ready)
+        except _lost_errors() as err:
+            slot.failed_starts += 1
+            if slot.failed_starts >= _MAX_START_FAILURES:
+                raise BashtError(f"Ray worker {slot.index} failed to start: {err}") from None
+            log.warning("Ray worker %d was lost while starting; starting another", slot.index)
+            self._relaunch(slot)
+            return
+        slot.ready, slot.failed_starts = None, 0
+        if error:
+            ref = self._setup_ref
+            name = ref.name if ref is not None else "?"
+            raise BashtError(f"workload {name!r} failed to set up on worker {slot.index}: {error}")
+        if slot.events is None:
+            slot.events = slot.actor.events.remote()
+        log.info("Ray worker %d ready on node %s (pid %s)", slot.index, slot.node_id, slot.pid)
+
+    def setup(self, ref: WorkloadRef) -> None:
+        """Hand the workload to every worker; each imports it and prepares its data once."""
+        self._setup_ref = ref
+        for slot in self._slots:
+            if slot.ready is None:
+                slot.ready = slot.actor.prepare.remote(ref)
+        self._await_ready("setup")
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        """Remove the actors and their placement groups; stop a Ray of our own. Safe to call twice."""
+        if self._slots:
+            self._remove_workers(timeout_s)
+        self._session.close(timeout_s)
+
+    def _remove_workers(self, timeout_s: float) -> None:
+        import ray
+        from ray.util.placement_group import remove_placement_group
+
+        # Only started actors: one still waiting for room would keep `close` waiting.
+        live = [s.actor for s in self._slots if s.actor is not None and s.ready is None]
+        with contextlib.suppress(Exception):  # lost actors cannot clean up, and need not
+            ray.wait([a.close.remote() for a in live], num_returns=len(live), timeout=timeout_s)
+        for slot in self._slots:
+            with contextlib.suppress(Exception):
+                ray.kill(slot.actor, no_restart=True)
+            with contextlib.suppress(Exception):
+                remove_placement_group(slot.group)
+        self._slots, self._queue = [], []
+
+    # -- trials -----------------------------------------------------------------------------
+
+    @property
+    def idle_workers(self) -> int:
+        """Free workers not already promised to a requeued trial."""
+        return max(0, sum(s.idle for s in self._slots) - len(self._queue))
+
+    @property
+    def running(self) -> list[int]:
+        jobs = [s.job for s in self._slots if s.job is not None] + self._queue
+        return [job.task.trial_id for job in jobs]
+
+    def pid_of(self, worker: int) -> int | None:
+        """The process id of worker `worker` if it runs on the driver's node (None elsewhere)."""
+        slot = self._slots[worker] if 0 <= worker < len(self._slots) else None
+        if slot is None or slot.node_id is None or slot.node_id != self._session.driver_node:
+            return None
+        return slot.pid
+
+    def first_idle(self) -> int | None:
+        """The worker the next `submit` or `run_test` will use."""
+        idle = [s.index for s in self._slots if s.idle]
+        return idle[len(self._queue)] if len(idle) > len(self._queue) else None
+
+    def worker_of(self, trial_id: int) -> int:
+        return next(s.index for s in self._slots if s.job and s.job.task.trial_id == trial_id)
+
+    def submit(self, task: TrialTask) -> int:
+        self._place_queued()
+        slot = next((s for s in self._slots if s.idle), None)
+        if slot is None:
+            raise BashtError("no idle worker")
+        self._dispatch(slot, _Job(task, "run", state=_read(task.resume_from)))
+        return slot.index
+
+    def command(self, trial_id: int, command: str, path: str | None = None) -> None:
+        """Answer a trial's report: continue, stop, pause (checkpoint to `path`) or complete."""
+        job, slot = self._find(trial_id)
+        job.answer = (command, path)
+        if slot is not None and job.awaiting:
+            self._answer(slot, job)
+        # Otherwise the trial was lost after the report: its replay applies the answer.
+
+    def run_test(self, task: TrialTask, budget: int, timeout_s: float | None = None) -> TrialEvent:
+        """Run the test phase for one configuration on a worker and wait for its result."""
+        self._queue.append(_Job(task, "test", budget=budget, state=_read(task.resume_from)))
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            for event in self.poll(remaining):
+                if event.trial_id == task.trial_id and event.kind in ("tested", "failed"):
+                    return event
+            if deadline is not None and time.monotonic() >= deadline:
+                raise BashtError(f"the test phase did not finish within {timeout_s} s")
+
+    def poll(self, timeout_s: float | None = None) -> list[TrialEvent]:
+        """Events from any worker; waits up to `timeout_s` for the first one."""
+        import ray
+
+        self._place_queued()
+        calls = {s.ready: s for s in self._slots if s.ready is not None}
+        calls.update({s.events: s for s in self._slots if s.events is not None})
+        if not calls:
+            return []
+        done, _ = ray.wait(list(calls), num_returns=1, timeout=timeout_s)
+        if done:  # take whatever else is ready too
+            done, _ = ray.wait(list(calls), num_returns=len(calls), timeout=0)
+        events: list[TrialEvent] = []
+        for ref in done:
+            slot = calls[ref]
+            if ref is slot.ready:
+                self._on_ready(slot)
+            else:
+                events.extend(self._on_events(slot))
+        self._place_queued()
+        return events
+
+    # -- inside ------------------------------------------------------------------------------
+
+    def _find(self, trial_id: int) -> tuple[_Job, _Slot | None]:
+        for slot in self._slots:
+            if slot.job is not None and slot.job.task.trial_id == trial_id:
+                return slot.job, slot
+        for job in self._queue:
+            if job.task.trial_id == trial_id:
+                return job, None
+        raise KeyError(trial_id)
+
+    def _dispatch(self, slot: _Slot, job: _Job) -> None:
+        slot.job = job
+        if job.kind == "run":
+            slot.actor.run.remote(job.task, job.state)
+        else:
+            slot.actor.test.remote(job.task, job.budget, job.state)
+
+    def _place_queued(self) -> None:
+        while self._queue and (slot := next((s for s in self._slots if s.idle), None)):
+            job = self._queue.pop(0)
+            if job.losses:
+                log.info("trial %d restarts on worker %d", job.task.trial_id, slot.index)
+            self._dispatch(slot, job)
+
+    def _answer(self, slot: _Slot, job: _Job) -> None:
+        assert job.answer is not None
+        slot.actor.command.remote(*job.answer)
+        job.awaiting = False
+
+    def _on_events(self, slot: _Slot) -> list[TrialEvent]:
+        import ray
+
+        ref, slot.events = slot.events, None
+        try:
+            batch = ray.get(ref)
+        except _lost_errors() as err:
+            return self._lost(slot, err)
+        slot.events = slot.actor.events.remote()
+        events: list[TrialEvent] = []
+        for event, state in batch:
+            events.extend(self._on_event(slot, event, state))
+        return events
+
+    def _on_event(self, slot: _Slot, event: TrialEvent, state: bytes | None) -> list[TrialEvent]:
+        job = slot.job
+        if job is None or event.trial_id != job.task.trial_id:
+            log.warning(
+                "worker %d sent an event for trial %d it does not run", slot.index, event.trial_id
+            )
+            return []
+        if event.kind == "loaded":
+            return [event]
+        if event.kind == "report":
+            return self._on_report(slot, job, event)
+        slot.job = None  # the trial left the worker
+        if state is not None and event.path:
+            write_atomically(event.path, state)
+        return [event]
+
+    def _on_report(self, slot: _Slot, job: _Job, event: TrialEvent) -> list[TrialEvent]:
+        replay = job.losses > 0 and job.heard and event.epoch <= job.forwarded
+        if not replay:
+            job.forwarded, job.heard, job.answer, job.awaiting = event.epoch, True, None, True
+            return [event]
+        if event.epoch < job.forwarded:
+            slot.actor.command.remote(CONTINUE, None)  # heard before the loss: not told again
+        elif job.answer is not None:
+            self._answer(slot, job)  # where the trial was lost: answer as the driver did
+        else:
+            job.awaiting = True  # the driver's answer is still to come
+        return []
+
+    def _lost(self, slot: _Slot, err: BaseException) -> list[TrialEvent]:
+        """A worker's actor or node is gone: requeue its trial and start another actor."""
+        reason = " ".join(str(err).split())[:300]
+        log.warning("Ray worker %d (node %s) was lost: %s", slot.index, slot.node_id, reason)
+        job, slot.job = slot.job, None
+        events: list[TrialEvent] = []
+        if job is not None:
+            job.losses += 1
+            job.awaiting = False
+            trial_id = job.task.trial_id
+            if job.losses >= _MAX_LOSSES:
+                message = f"its Ray worker was lost {job.losses} times (last: {reason})"
+                events.append(
+                    TrialEvent("failed", trial_id, slot.index, error=message, at=time.time())
+                )
+            elif (ended := _settled(job, slot.index)) is not None:
+                events.append(ended)
+            else:
+                start = job.task.start_epoch if job.kind == "run" else 0
+                log.warning("trial %d goes back to the queue, from epoch %d", trial_id, start)
+                self._queue.insert(0, job)
+        self._relaunch(slot)
+        return events
+
+    def _relaunch(self, slot: _Slot) -> None:
+        import ray
+        from ray.util.placement_group import remove_placement_group
+
+        with contextlib.suppress(Exception):
+            ray.kill(slot.actor, no_restart=True)
+        with contextlib.suppress(Exception):
+            remove_placement_group(slot.group)
+        self._launch(slot)
+
+
+def _settled(job: _Job, worker: int) -> TrialEvent | None:
+    """The end of a lost trial that needs no replay: told to end with nothing left to save."""
+    if job.kind != "run" or not job.heard or job.answer is None:
+        return None
+    command, path = job.answer
+    if command == CONTINUE or path is not None:
+        return None
+    kind = _ENDED.get(command, "completed")
+    return TrialEvent(kind, job.task.trial_id, worker, epoch=job.forwarded, at=time.time())
+
+
+def _lost_errors() -> tuple[type[BaseException], ...]:
+    from ray.exceptions import ObjectLostError, RayActorError
+
+    return (RayActorError, ObjectLostError)
+
+
+def _fits(resources: dict[str, float], bundle: dict[str, float]) -> int:
+    """How many bundles a node's resources hold."""
+    return min(int(resources.get(k, 0.0) // v) for k, v in bundle.items() if v > 0)
+
+
+def _read(path: str | None) -> bytes | None:
+    return Path(path).read_bytes() if path else None

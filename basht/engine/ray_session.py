@@ -1,0 +1,148 @@
+"""Ray for one run: a Ray of its own on this machine, or a connection to an existing cluster.
+
+A Ray of its own binds to 127.0.0.1 only, uses token authentication, keeps its files in a temp
+folder of its own, and leaves no process or folder behind once closed: undeploy is measured, and
+a benchmark that leaks a Ray into the next run measures the wrong thing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from basht.errors import BashtError
+
+log = logging.getLogger(__name__)
+
+
+class RaySession:
+    """`open` starts or joins Ray and returns the `ray` module; `close` undoes it. Safe twice."""
+
+    def __init__(self, address: str | None = None, num_cpus: int = 1, gpus: bool = False):
+        self.address, self.num_cpus, self.gpus = address, num_cpus, gpus
+        self.driver_node: str | None = None  # the Ray node this process runs on, if any
+        self._temp_dir: Path | None = None
+        self._connected = False
+
+    @property
+    def local(self) -> bool:
+        return self.address is None
+
+    def open(self) -> Any:
+        # Read by Ray on import (a local Ray binds to 127.0.0.1 only) and by the processes it
+        # starts (no usage report sent home); neither is left set in this process afterwards.
+        defaults = {"RAY_USAGE_STATS_ENABLED": "0"}
+        if self.local:
+            defaults["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+        with _env_defaults(defaults):
+            try:
+                import ray
+            except ImportError:
+                raise BashtError("executor: ray needs Ray: pip install 'basht[ray]'") from None
+            if ray.is_initialized():
+                raise BashtError("Ray is already running in this process; executor: ray starts it")
+            self._connected = True  # from here on, close has something to stop
+            if self.local:
+                self._start_local(ray)
+            else:
+                try:
+                    ray.init(address=self.address, logging_level=logging.WARNING)
+                except (ConnectionError, RuntimeError, ValueError) as err:
+                    # Unreachable, refused (a token missing or wrong) or not an address.
+                    reason = " ".join(str(err).split())[:500]
+                    raise BashtError(
+                        f"cannot join the Ray cluster at {self.address}: {reason}"
+                    ) from None
+        # Through Ray Client the driver is on no node: no actor is ever local to it.
+        client = (self.address or "").startswith("ray://")
+        self.driver_node = None if client else ray.get_runtime_context().get_node_id()
+        return ray
+
+    def _start_local(self, ray: Any) -> None:
+        _local_token_auth()
+        self._temp_dir = Path(tempfile.mkdtemp(prefix="basht-ray-", dir=_temp_root()))
+        ray.init(
+            address="local",  # never a cluster named by RAY_ADDRESS
+            num_cpus=self.num_cpus,
+            num_gpus=None if self.gpus else 0,
+            include_dashboard=False,
+            _node_ip_address="127.0.0.1",
+            _temp_dir=str(self._temp_dir),
+            logging_level=logging.WARNING,
+        )
+        log.info("started a local Ray in %s", self._temp_dir)
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Disconnect; a Ray of our own is stopped, waited for, and its folder removed."""
+        if self._connected:
+            import ray
+
+            ours = _processes_under(self._temp_dir) if self._temp_dir is not None else []
+            ray.shutdown()
+            self._connected = False
+            _gone, alive = psutil.wait_procs(ours, timeout=timeout_s)
+            for proc in alive:
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
+            psutil.wait_procs(alive, timeout=timeout_s)
+        if self._temp_dir is not None:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            self._temp_dir = None
+
+
+def _temp_root() -> str:
+    """Ray's sockets live under its temp folder and a socket path has at most 107 bytes."""
+    root = tempfile.gettempdir()
+    return root if len(root) <= 40 or not os.path.isdir("/tmp") else "/tmp"
+
+
+def _local_token_auth() -> None:
+    """Token authentication for our own Ray, without writing a token into the user's home.
+
+    Left set for the life of the process, so every Ray it starts (and its children) agree.
+    """
+    has_token = any(os.environ.get(k) for k in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"))
+    if not has_token and not (Path.home() / ".ray" / "auth_token").exists():
+        os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    if "RAY_AUTH_MODE" in os.environ:
+        return  # the user's choice, seen by Ray at import
+    os.environ["RAY_AUTH_MODE"] = "token"
+    # Ray builds its config from the environment at import: build it again (as Ray itself does
+    # when it turns token authentication on). A Ray without tokens has nothing to rebuild.
+    with contextlib.suppress(ImportError, AttributeError, TypeError):
+        from ray._raylet import Config
+
+        Config.initialize("")
+
+
+@contextlib.contextmanager
+def _env_defaults(values: dict[str, str]) -> Iterator[None]:
+    """Set environment variables the user has not set, for the time of the block."""
+    added = [k for k in values if k not in os.environ]
+    os.environ.update({k: values[k] for k in added})
+    try:
+        yield
+    finally:
+        for key in added:
+            os.environ.pop(key, None)
+
+
+def _processes_under(temp_dir: Path) -> list[psutil.Process]:
+    """The processes of our own Ray (named by its temp folder) and all they started."""
+    found: dict[int, psutil.Process] = {}
+    for proc in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if str(temp_dir) in " ".join(proc.cmdline()):
+                found[proc.pid] = proc
+                for child in proc.children(recursive=True):
+                    found[child.pid] = child
+    return list(found.values())

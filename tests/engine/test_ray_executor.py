@@ -1,0 +1,425 @@
+"""The Ray executor: a whole run on a Ray of its own, a real two-node cluster on 127.0.0.1 that loses
+a node mid-run, and lost workers whose trials go back to the queue.
+
+Needs Ray, iproute2 and root (network namespaces); these tests fail, never skip, without them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import pytest
+import ray  # noqa: F401  (imported so that a missing Ray fails here, not half-way)
+import yaml
+
+from basht.engine import (
+    COMPLETE,
+    CONTINUE,
+    PAUSE,
+    STOP,
+    RayExecutor,
+    TrialEvent,
+    TrialTask,
+    WorkloadRef,
+)
+from basht.errors import ExperimentError, StoreError
+from basht.experiment import Experiment
+from basht.store import Store
+from tests.test_cli import ROOT, _env
+
+# Runs a command as a child subreaper: processes it leaves behind are re-parented here rather than
+# to init, so the test can list (into argv[1]) and end every one. Ray's agents outlive a raylet.
+_REAPER = """
+import ctypes, os, subprocess, sys
+import psutil
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+main = subprocess.Popen(sys.argv[2:])
+while True:
+    pid, status = os.waitpid(-1, 0)
+    if pid == main.pid:
+        break
+left = psutil.Process().children(recursive=True)
+lines = []
+for p in left:
+    try:
+        lines.append(f"{p.pid} {' '.join(p.cmdline())[:120]}\\n")
+    except psutil.Error:
+        lines.append(f"{p.pid} (exiting)\\n")
+    try:
+        p.kill()
+    except psutil.Error:
+        pass
+with open(sys.argv[1], "w") as f:
+    f.write("".join(lines))
+psutil.wait_procs(left, timeout=10)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def _short_temp() -> Path:
+    """Ray puts Unix sockets (at most 107 bytes of path) under its temp folder: keep it short."""
+    return Path(tempfile.mkdtemp(prefix="bt", dir="/tmp"))
+
+
+def _reaped(report: Path, *command: str) -> list[str]:
+    return [sys.executable, "-c", _REAPER, str(report), *command]
+
+
+# -- a whole run on a Ray of its own ---------------------------------------------------------
+
+
+def test_a_ray_run_goes_through_every_phase_and_leaves_no_process_or_folder(
+    spec, write_spec, tmp_path
+):
+    spec["executor"] = "ray"
+    spec["workload"]["params"] = {"epoch_s": 0.01}
+    spec["search"].update(pruner="asha", min_budget=1, max_budget=3, eta=3, max_trials=6)
+    temp, left = _short_temp(), tmp_path / "left.txt"
+    try:
+        proc = subprocess.run(
+            _reaped(left, sys.executable, "-m", "basht.cli", "run", "-q", str(write_spec(spec))),
+            cwd=tmp_path,
+            env={**_env(), "TMPDIR": str(temp)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert left.read_text() == "", "processes left behind by undeploy"
+        assert [p.name for p in temp.iterdir() if p.name.startswith("basht-")] == []
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+
+    store = Store(spec["store"])
+    (run,) = store.list_runs()
+    assert (run.status, run.system, run.executor) == ("completed", "native", "ray")
+    assert [p.name for p in store.phases(run.id)] == [
+        "deploy",
+        "setup",
+        "run",
+        "collect_results",
+        "test",
+        "collect_metrics",
+        "undeploy",
+    ]
+    trials = store.trials(run.id)
+    assert len(trials) == 6 and {t.state for t in trials} <= {"completed", "stopped"}
+    assert len(store.reports(run.id)) >= 6 and run.test_metrics
+    # ASHA paused trials at its rungs: their checkpoints came back through Ray's object store.
+    checkpoints = [c for t in trials for c in store.checkpoints(t.id)]
+    assert any(c.kind == "pause" and c.size_bytes > 0 for c in checkpoints)
+
+
+def test_a_ray_address_is_read_only_with_executor_ray(spec):
+    spec.update(executor="ray", ray={"address": "10.0.0.5:6379"})
+    assert Experiment.from_dict(spec).ray.address == "10.0.0.5:6379"
+    with pytest.raises(ExperimentError, match="ray.adress: unknown key"):
+        Experiment.from_dict({**spec, "ray": {"adress": "10.0.0.5:6379"}})
+    with pytest.raises(ExperimentError, match="`ray` applies only with executor: ray"):
+        Experiment.from_dict({**spec, "executor": "local"})
+
+
+# -- a real cluster of two nodes on 127.0.0.1 ---------------------------------------------------
+
+
+@dataclass
+class Cluster:
+    namespace: str
+    address: str
+    env: dict[str, str]
+    root: Path
+    head: subprocess.Popen[bytes]
+    node: subprocess.Popen[bytes]
+
+    def run(self, *command: str) -> subprocess.Popen[str]:
+        """Start a command inside the cluster's network namespace, where 127.0.0.1 is the cluster."""
+        return subprocess.Popen(
+            ["ip", "netns", "exec", self.namespace, *command],
+            cwd=self.root,
+            env=self.env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+
+def _sh(*command: str) -> None:
+    subprocess.run(command, check=True, capture_output=True, timeout=30)
+
+
+def _ray_node(
+    namespace: str, root: Path, name: str, env: dict[str, str], *args: str
+) -> subprocess.Popen[bytes]:
+    """`ray start --block` for one node, inside the namespace and under a reaper of its own."""
+    command = [
+        "ip",
+        "netns",
+        "exec",
+        namespace,
+        *_reaped(root / f"{name}.left", sys.executable, "-m", "ray.scripts.scripts", "start"),
+        "--block",
+        "--node-ip-address=127.0.0.1",
+        "--num-cpus=1",
+        "--num-gpus=0",
+        f"--temp-dir={root / name}",  # per node: tells the two nodes' files apart
+        f"--object-store-memory={100 * 2**20}",
+        *args,
+    ]
+    with open(root / f"{name}.log", "wb") as log:  # the node keeps its own copy of the file
+        return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def _await_node(root: Path, name: str, proc: subprocess.Popen[bytes]) -> None:
+    log, deadline = root / f"{name}.log", time.monotonic() + 180  # a guard against hanging
+    while "Ray runtime started" not in log.read_text(errors="replace"):
+        assert proc.poll() is None, f"ray start ({name}) exited:\n{log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, f"ray start ({name}) hangs:\n{log.read_text()[-3000:]}"
+        time.sleep(0.2)
+
+
+def _kill_tree(proc: subprocess.Popen[bytes]) -> list[str]:
+    """SIGKILL every process below `proc` (a node's crash); returns their names."""
+    try:
+        below = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    names = []
+    for p in below:
+        try:
+            names.append(p.name())
+            p.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(below, timeout=10)
+    return names
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    if shutil.which("ip") is None:
+        pytest.fail("the two-node Ray test needs `ip` (apt-get install iproute2)")
+    namespace, root = f"basht-ray-{os.getpid()}", _short_temp()
+    env = {
+        **_env(),
+        "TMPDIR": str(root),
+        # Token authentication in every Ray process, the driver's too.
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN": secrets.token_hex(32),
+        "RAY_USAGE_STATS_ENABLED": "0",
+        # The driver and the head take 127.0.0.1 as their address without looking outside.
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+        # A dead node is declared dead after ~3 s instead of ~15 s.
+        "RAY_health_check_period_ms": "1000",
+        "RAY_health_check_failure_threshold": "3",
+    }
+    _sh("ip", "netns", "add", namespace)
+    head = node = None
+    try:
+        _sh("ip", "netns", "exec", namespace, "ip", "link", "set", "lo", "up")
+        head = _ray_node(
+            namespace, root, "head", env, "--head", "--port=6379", "--include-dashboard=false"
+        )
+        _await_node(root, "head", head)
+        # `ray start --address` refuses to add a node when this is 0 (it means "no clusters").
+        node_env = {**env, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
+        node = _ray_node(namespace, root, "node", node_env, "--address=127.0.0.1:6379")
+        _await_node(root, "node", node)
+        yield Cluster(namespace, "127.0.0.1:6379", env, root, head, node)
+    finally:
+        for proc in (node, head):
+            if proc is not None:
+                _kill_tree(proc)
+                proc.kill()
+                proc.wait(10)
+        subprocess.run(["ip", "netns", "del", namespace], check=False, timeout=30)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _digits_asha_on(cluster: Cluster, name: str) -> tuple[Path, str]:
+    """examples/digits-asha.yaml as it is, but on the cluster and with a store of its own."""
+    spec = yaml.safe_load((ROOT / "examples" / "digits-asha.yaml").read_text())
+    store = f"sqlite:///{cluster.root / f'{name}.db'}"
+    spec.update(executor="ray", ray={"address": cluster.address}, store=store)
+    path = cluster.root / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path, store
+
+
+def _finished(store: Store, run_id: str) -> dict[int, tuple[str, float | None, int]]:
+    done = ("completed", "paused", "stopped")
+    return {t.number: (t.state, t.value, t.budget) for t in store.trials(run_id) if t.state in done}
+
+
+def test_a_worker_no_node_can_hold_is_a_one_line_error(cluster):
+    path, _ = _digits_asha_on(cluster, "no-room")
+    spec = yaml.safe_load(path.read_text())
+    spec["resources"]["cpus_per_worker"] = 4  # each node has one
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    driver = cluster.run(sys.executable, "-m", "basht.cli", "run", "-q", str(path))
+    _, err = driver.communicate(timeout=120)
+    assert driver.returncode == 2, err[-3000:]
+    assert "no node of the Ray cluster has room for one worker" in err
+    assert "Traceback" not in err
+
+
+def test_digits_asha_on_two_nodes_completes_after_losing_one(cluster):
+    path, url = _digits_asha_on(cluster, "lose-a-node")
+    driver = cluster.run(sys.executable, "-m", "basht.cli", "run", "-q", str(path))
+    try:
+        before: dict[int, tuple[str, float | None, int]] = {}
+        while driver.poll() is None and len(before) < 8:
+            time.sleep(0.2)
+            if (cluster.root / "lose-a-node.db").exists():
+                with contextlib.suppress(StoreError):  # the driver may still be creating it
+                    store = Store(url)
+                    runs = store.list_runs()
+                    before = _finished(store, runs[0].id) if runs else {}
+        assert driver.poll() is None, "the run ended before a node could be lost"
+        killed = _kill_tree(cluster.node)
+        _, err = driver.communicate(timeout=300)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    # A worker was on the second node (one CPU each), and the driver saw it go.
+    assert any(name.startswith("ray::TrialActor") for name in killed), killed
+    assert driver.returncode == 0, err[-3000:]
+    assert "was lost" in err
+
+    store = Store(url)
+    (run,) = store.list_runs()
+    trials = store.trials(run.id)
+    assert run.status == "completed" and run.executor == "ray"
+    assert sorted(t.number for t in trials) == list(range(32))
+    assert {t.state for t in trials} <= {"completed", "stopped"}
+    after = {t.number: t for t in trials}
+    for number, (state, value, budget) in before.items():
+        if state == "completed":
+            assert (after[number].state, after[number].value) == ("completed", value)
+        assert after[number].budget >= budget
+    # A replayed trial reported nothing twice: its lost epochs were heard once.
+    heard = [(r.trial_id, r.epoch) for r in store.reports(run.id)]
+    assert len(heard) == len(set(heard))
+
+
+# -- lost workers, in this process ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def executor() -> Iterator[RayExecutor]:
+    ex = RayExecutor(workers=2, cpus_per_worker=1, memory_per_worker_mb=256)
+    try:
+        ex.start()
+        ex.setup(WorkloadRef("digits-sgd", {}, experiment_seed=0))
+        yield ex
+    finally:
+        ex.shutdown()
+
+
+def _next(
+    ex: RayExecutor, kind: str, trial_id: int, seen: list[TrialEvent] | None = None
+) -> TrialEvent:
+    """The next event of `kind` for the trial; every event of the trial goes to `seen`."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        for event in ex.poll(1.0):
+            if event.trial_id != trial_id:
+                continue
+            if seen is not None:
+                seen.append(event)
+            if event.kind == "failed":
+                raise AssertionError(f"trial {trial_id} failed: {event.error}")
+            if event.kind == kind:
+                return event
+    raise AssertionError(f"no {kind} event for trial {trial_id}")
+
+
+def _straight(ex: RayExecutor, task: TrialTask, epochs: int) -> list[dict[str, float]]:
+    ex.submit(task)
+    metrics = []
+    for epoch in range(1, epochs + 1):
+        metrics.append(_next(ex, "report", task.trial_id).metrics)
+        ex.command(task.trial_id, CONTINUE if epoch < epochs else COMPLETE)
+    _next(ex, "completed", task.trial_id)
+    return metrics
+
+
+def _await_idle(ex: RayExecutor, workers: int) -> None:
+    deadline = time.monotonic() + 120
+    while ex.idle_workers < workers:
+        assert time.monotonic() < deadline, "the lost worker was not replaced"
+        assert ex.poll(1.0) == []
+
+
+def test_a_pause_comes_back_through_the_object_store_and_resumes_the_same(executor, tmp_path):
+    ref, config = WorkloadRef("digits-sgd"), {"alpha": 1e-3}
+    straight = _straight(executor, TrialTask(1, config, ref, seed=11), 4)
+
+    path = tmp_path / "ckpt" / "trial-2.pkl"
+    executor.submit(TrialTask(2, config, ref, seed=11))
+    first = [_next(executor, "report", 2).metrics]
+    executor.command(2, CONTINUE)
+    first.append(_next(executor, "report", 2).metrics)
+    executor.command(2, PAUSE, str(path))
+    paused = _next(executor, "paused", 2)
+    assert paused.path == str(path) and path.stat().st_size > 0  # written by the driver
+    resumed = TrialTask(2, config, ref, seed=11, start_epoch=2, resume_from=str(path))
+    second = _straight(executor, resumed, 2)
+    assert first + second == straight
+
+
+def test_a_lost_worker_requeues_its_trial_from_its_checkpoint_and_no_epoch_is_told_twice(
+    executor, tmp_path
+):
+    ref, config = WorkloadRef("sleep", {"epoch_s": 0.01}), {"x": 0.25}
+    straight = _straight(executor, TrialTask(3, config, ref, seed=5), 4)
+    path = tmp_path / "trial-4.pkl"
+    executor.submit(TrialTask(4, config, ref, seed=5))
+    _next(executor, "report", 4)
+    executor.command(4, PAUSE, str(path))
+    _next(executor, "paused", 4)
+
+    seen: list[TrialEvent] = []
+    worker = executor.submit(
+        TrialTask(4, config, ref, seed=5, start_epoch=1, resume_from=str(path))
+    )
+    _next(executor, "report", 4, seen)  # epoch 2
+    executor.command(4, CONTINUE)
+    _next(executor, "report", 4, seen)  # epoch 3, then its worker dies before the answer
+    pid = executor.pid_of(worker)
+    assert pid is not None  # a local node: the actor's process is known
+    os.kill(pid, signal.SIGKILL)
+    executor.command(4, CONTINUE)  # the answer outlives the worker: the replay applies it
+    _next(executor, "report", 4, seen)  # epoch 4, from the checkpoint at epoch 1 elsewhere
+    executor.command(4, COMPLETE)
+    _next(executor, "completed", 4, seen)
+
+    reports = [e for e in seen if e.kind == "report"]
+    assert [e.epoch for e in reports] == [2, 3, 4]
+    assert [e.metrics for e in reports] == straight[1:]
+    _await_idle(executor, 2)
+    assert executor.pid_of(worker) not in (None, pid)  # replaced
+
+
+def test_a_trial_told_to_stop_before_its_worker_was_lost_just_stops(executor):
+    ref = WorkloadRef("sleep", {"epoch_s": 0.01})
+    worker = executor.submit(TrialTask(5, {"x": 0.5}, ref, seed=1))
+    report = _next(executor, "report", 5)
+    os.kill(executor.pid_of(worker), signal.SIGKILL)
+    executor.command(5, STOP)
+    seen: list[TrialEvent] = []
+    stopped = _next(executor, "stopped", 5, seen)
+    assert stopped.epoch == report.epoch
+    assert [e.kind for e in seen] == ["stopped"]  # not run again to be stopped
+    _await_idle(executor, 2)
