@@ -58,7 +58,76 @@ def run(
                 on_phase=progress.on_phase,
             )
     print_result(result.summary, console)
+    _write_plots(experiment.store, result.run_id)
     if result.status != "completed":
+        raise typer.Exit(1)
+
+
+def _write_plots(store_url: str, run_id: str) -> None:
+    """The run's plots beside its results.json, when matplotlib is there; never fails the run."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        return
+    from basht.report.plots import write_run_plots
+    from basht.store import Store
+
+    try:
+        plots = write_run_plots(Store(store_url), run_id)
+    except Exception as err:  # a plot is a view; the run and its records are what matter
+        logging.getLogger(__name__).warning("plots not written: %s", err)
+        return
+    console.print(f"[dim]plots: {', '.join(p.name for p in plots.values())}[/dim]")
+
+
+@app.command()
+def compare(
+    file: Annotated[Path, typer.Argument(help="Experiment file (YAML or JSON).")],
+    systems: Annotated[
+        str, typer.Option(help="Systems to run, comma-separated: native, optuna, raytune.")
+    ] = "native,optuna,raytune",
+    repeat: Annotated[
+        int, typer.Option(help="Seeds per system (seed, seed+1, ...); cells show median (range).")
+    ] = 1,
+    target: Annotated[
+        float | None,
+        typer.Option(help="Report each run's time to reach this value (default: search.target)."),
+    ] = None,
+    results: Annotated[Path, typer.Option(help="Folder for results/<id>/.")] = Path("results"),
+    store: Annotated[str | None, typer.Option(help="Override the file's `store` URL.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress.")] = False,
+) -> None:
+    """Run FILE on each system in turn, each fully undeployed before the next, and compare them."""
+    from basht.bench import RunResult, run_benchmark
+    from basht.bench.systems.compare import parse_systems, run_comparison
+    from basht.experiment import Experiment, load_experiment
+    from basht.report.compare import compare_rows, compare_table
+    from basht.report.html import write_comparison_report
+    from basht.report.progress import LiveProgress
+    from basht.store import Store
+
+    experiment = load_experiment(file)
+    if store is not None:
+        experiment = experiment.model_copy(update={"store": store})
+    chosen = parse_systems(systems)
+
+    def run_one(exp: Experiment, root: Path) -> RunResult:
+        console.rule(f"{exp.system} · seed {exp.seed}")
+        if quiet:
+            return run_benchmark(exp, results_root=root)
+        with LiveProgress(console) as progress:
+            return run_benchmark(
+                exp, results_root=root, on_update=progress.on_update, on_phase=progress.on_phase
+            )
+
+    comparison = run_comparison(
+        experiment, chosen, repeat=repeat, target=target, results_root=results, run_one=run_one
+    )
+    stored = Store(experiment.store)
+    console.print(compare_table(comparison, compare_rows(stored, comparison)))
+    page = write_comparison_report(stored, comparison)
+    console.print(f"comparison {comparison.id}\nreport: {page}")
+    if any(r.status != "completed" for r in comparison.runs):
         raise typer.Exit(1)
 
 
@@ -116,20 +185,64 @@ def list_runs(
 @app.command()
 def report(
     run_id: Annotated[
-        str, typer.Argument(metavar="RUN", help="Run id, a unique prefix of it, or `latest`.")
+        str,
+        typer.Argument(
+            metavar="RUN",
+            help="Run id, a unique prefix of it, or `latest`; or a comparison (compare-<id>).",
+        ),
     ],
     store: StoreOption = "sqlite:///basht.db",
     as_json: Annotated[bool, typer.Option("--json", help="Print results.json instead.")] = False,
+    as_html: Annotated[
+        bool, typer.Option("--html", help="Write one self-contained HTML file with the plots.")
+    ] = False,
+    out: Annotated[
+        Path | None, typer.Option(help="Where --html writes (default: beside the results).")
+    ] = None,
+    results: Annotated[Path, typer.Option(help="Where comparisons are kept.")] = Path("results"),
 ) -> None:
-    """Print the stored results of RUN."""
+    """Print the stored results of RUN, or write them as HTML (--html)."""
     from basht.report import build_summary, print_result
+    from basht.report.comparison import is_comparison_ref
     from basht.store import Store
 
+    if is_comparison_ref(run_id):
+        _report_comparison(run_id, store, results, as_json, as_html, out)
+        return
+    if as_html:
+        from basht.report.html import write_run_report
+
+        console.print(f"report: {write_run_report(Store(store), run_id, out)}")
+        return
     summary = build_summary(Store(store), run_id)
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
     else:
         print_result(summary, console)
+
+
+def _report_comparison(
+    ref: str, store: str, results: Path, as_json: bool, as_html: bool, out: Path | None
+) -> None:
+    from dataclasses import asdict
+
+    from basht.report.compare import compare_rows, compare_table
+    from basht.report.comparison import load_comparison
+    from basht.report.html import write_comparison_report
+    from basht.store import Store
+
+    comparison = load_comparison(ref, results)
+    # The comparison knows its store; an explicit --store (another copy of it) wins.
+    stored = Store(comparison.store if store == "sqlite:///basht.db" else store)
+    if as_html:
+        console.print(f"report: {write_comparison_report(stored, comparison, out)}")
+        return
+    rows = compare_rows(stored, comparison)
+    if as_json:
+        table = [asdict(r) | {"cells": {s: r.cell(s) for s in comparison.systems}} for r in rows]
+        typer.echo(json.dumps({"comparison": asdict(comparison), "rows": table}, indent=2))
+    else:
+        console.print(compare_table(comparison, rows))
 
 
 def main() -> None:

@@ -11,12 +11,16 @@ from rich.table import Table
 from basht.store import RunRow
 
 
-def _fmt(value: Any, digits: int = 4) -> str:
+def fmt(value: Any, digits: int = 4) -> str:
+    """A value as the tables show it: 4 significant digits, thousands grouped, `-` for none."""
     if value is None:
         return "-"
     if isinstance(value, float):
         return f"{value:.{digits}g}" if abs(value) < 1e5 else f"{value:,.0f}"
     return str(value)
+
+
+_fmt = fmt
 
 
 def result_tables(summary: dict[str, Any]) -> Group:

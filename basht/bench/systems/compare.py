@@ -1,0 +1,121 @@
+"""`basht compare`: one experiment on several systems, one after the other, with N seeds.
+
+Each run is a complete benchmark (all seven phases, undeploy included) before the next begins, so
+no system runs beside another or inherits its processes. Seeds go round-robin (seed 0 on every
+system, then seed 1, ...) so a drift of the machine over time spreads over all systems alike.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from basht.bench.runner import RunResult, run_benchmark
+from basht.bench.systems.peer import SYSTEMS
+from basht.errors import BashtError
+from basht.experiment import Experiment
+from basht.report.comparison import ComparedRun, Comparison
+from basht.store import Store
+
+log = logging.getLogger(__name__)
+
+#: The module each peer system needs, for a one-line error before anything runs.
+_NEEDS = {"optuna": "optuna", "raytune": "ray"}
+
+RunOne = Callable[[Experiment, Path], RunResult]
+
+
+def parse_systems(text: str | Sequence[str]) -> list[str]:
+    """`native,optuna,raytune` (or a list) checked against what exists and is installed."""
+    names = text.split(",") if isinstance(text, str) else list(text)
+    systems = list(dict.fromkeys(n.strip() for n in names if n.strip()))
+    if not systems:
+        raise BashtError("--systems: give at least one of " + ", ".join(SYSTEMS))
+    for name in systems:
+        if name not in SYSTEMS:
+            raise BashtError(f"--systems: unknown system {name!r} (expected {', '.join(SYSTEMS)})")
+        module = _NEEDS.get(name)
+        if module is not None and importlib.util.find_spec(module) is None:
+            raise BashtError(
+                f"--systems: {name} needs {module}, which is not installed "
+                "(pip install 'basht[peers]')"
+            )
+    return systems
+
+
+def run_comparison(
+    experiment: Experiment,
+    systems: Sequence[str],
+    *,
+    repeat: int = 1,
+    target: float | None = None,
+    results_root: Path | str = "results",
+    run_one: RunOne | None = None,
+    on_run: Callable[[ComparedRun], None] | None = None,
+) -> Comparison:
+    """Run every system `repeat` times (seeds `seed`, `seed + 1`, ...) and save the comparison.
+
+    `target` is the value time-to-target is measured against (default: `search.target`); it does
+    not stop the runs. A run that fails is kept (with its error) and the others go on; Ctrl-C
+    saves what ran so far and stops.
+    """
+    if repeat < 1:
+        raise BashtError(f"--repeat: must be at least 1, got {repeat}")
+    systems = parse_systems(systems)
+    root = Path(results_root)
+    seeds = [experiment.seed + i for i in range(repeat)]
+    comparison = Comparison.new(
+        experiment.name,
+        systems,
+        seeds,
+        experiment.store,
+        target if target is not None else experiment.search.target,
+        root,
+    )
+    comparison.save()
+    run = run_one or (lambda exp, results: run_benchmark(exp, results_root=results))
+    for seed in seeds:
+        for system in systems:
+            variant = experiment.model_copy(update={"system": system, "seed": seed})
+            started = datetime.now(UTC)
+            entry = ComparedRun(system, seed, None, "failed")
+            try:
+                result = run(variant, root)
+                entry.run_id, entry.status = result.run_id, result.status
+            except KeyboardInterrupt:
+                entry.status, entry.error = "interrupted", "interrupted by the user (SIGINT)"
+                entry.run_id = _latest_run(experiment.store, system, started)
+                comparison.runs.append(entry)
+                comparison.save()
+                raise
+            except Exception as err:  # a failed run is a result too; the comparison goes on
+                entry.error = (
+                    str(err) if isinstance(err, BashtError) else f"{type(err).__name__}: {err}"
+                )
+                entry.run_id = _latest_run(experiment.store, system, started)
+                log.warning("%s (seed %d) failed: %s", system, seed, entry.error)
+            comparison.runs.append(entry)
+            comparison.save()
+            if on_run is not None:
+                on_run(entry)
+    return comparison
+
+
+def _latest_run(store_url: str, system: str, since: datetime) -> str | None:
+    """The run a failed benchmark left in the store (the runner stores it before raising)."""
+    try:
+        store = Store(store_url)
+    except BashtError:
+        return None
+    try:
+        naive = since.replace(tzinfo=None) - timedelta(seconds=1)
+        for run in store.list_runs(limit=20):
+            started = run.started_at.replace(tzinfo=None) if run.started_at else None
+            if run.system == system and started is not None and started >= naive:
+                return run.id
+        return None
+    finally:
+        store.close()

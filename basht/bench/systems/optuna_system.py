@@ -1,0 +1,270 @@
+"""Optuna as a system under test: a study on an RDB storage, worked by N processes.
+
+deploy creates the study (on the run's own SQLite file, or on the store's server database when
+the store is PostgreSQL or MySQL) and starts `resources.workers` spawned processes, each held to
+`cpus_per_worker` threads; setup has each import the workload and prepare its data; run lets them
+ask and tell until the study has `max_trials` trials; test evaluates the best trial's saved model
+in one of them; undeploy stops them, deletes the study and removes the SQLite file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing as mp
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+from basht.bench.lifecycle import BestTrial, RunContext
+from basht.bench.native import best_trial_from_store
+from basht.bench.systems.channel import answer
+from basht.bench.systems.optuna_worker import OptimizePlan, Shared, open_storage, worker_main
+from basht.bench.systems.peer import check_peer_experiment, require
+from basht.bench.systems.recorder import TrialRecorder
+from basht.engine.messages import WorkloadRef
+from basht.errors import BashtError
+from basht.tune import trial_seed
+from basht.workloads import is_function_workload, resolve_workload
+
+log = logging.getLogger(__name__)
+
+_START_TIMEOUT_S = 300.0
+
+
+@dataclass
+class _Worker:
+    index: int
+    process: Any
+    conn: Connection
+    pid: int = 0
+
+
+class OptunaSystem:
+    """The Optuna study and its worker processes, through the seven Basht phases."""
+
+    name = "optuna"
+
+    def __init__(self, ctx: RunContext):
+        check_peer_experiment(ctx, self.name)
+        self.ctx = ctx
+        exp = ctx.experiment
+        self.workload = WorkloadRef(exp.workload.name, dict(exp.workload.params), exp.seed)
+        self.study_name = f"basht-{ctx.run_id}"
+        url = ctx.store.url
+        if url.startswith("sqlite"):
+            self.storage_file: Path | None = ctx.results_dir / "optuna.db"
+            self.storage_url = f"sqlite:///{self.storage_file}"
+        else:  # a server database: Optuna's tables (studies, trials, ...) sit beside Basht's
+            self.storage_file, self.storage_url = None, url
+        self.workers: list[_Worker] = []
+        self.shared: Shared | None = None
+        self.recorder: TrialRecorder | None = None
+        self._storage: Any = None
+        self._study_created = False
+
+    # -- deploy / setup ----------------------------------------------------------------------
+
+    def deploy(self) -> None:
+        optuna = require("optuna", self.name)
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        exp = self.ctx.experiment
+        self.ctx.results_dir.mkdir(parents=True, exist_ok=True)
+        self._storage = open_storage(self.storage_url)
+        optuna.create_study(
+            study_name=self.study_name,
+            storage=self._storage,
+            direction="maximize" if exp.search.mode == "max" else "minimize",
+        )
+        self._study_created = True
+        spawn = mp.get_context("spawn")
+        self.shared = Shared(count=spawn.Value("q", 0), lock=spawn.Lock(), stop=spawn.Event())
+        cpus = exp.resources.cpus_per_worker
+        for index in range(exp.resources.workers):
+            parent, child = spawn.Pipe()
+            process = spawn.Process(
+                target=worker_main,
+                args=(index, child, cpus, self.shared),
+                name=f"basht-optuna-{index}",
+                daemon=True,
+            )
+            process.start()
+            child.close()
+            self.workers.append(_Worker(index, process, parent))
+        for worker in self.workers:
+            _, _, worker.pid = self._expect(worker, "ready")
+
+    def setup(self) -> None:
+        for worker in self.workers:
+            worker.conn.send(("setup", self.workload))
+        problems = [self._expect(w, "setup")[1] for w in self.workers]
+        problem = next((p for p in problems if p), None)
+        if problem:
+            raise BashtError(
+                f"setup of {self.workload.name!r} failed in an Optuna worker: {problem}"
+            )
+        from basht.bench.systems.optuna_map import describe
+
+        exp = self.ctx.experiment
+        self.can_checkpoint = not is_function_workload(resolve_workload(self.workload.name))
+        self.ctx.store.update_run(self.ctx.run_id, algorithm=describe(exp))
+        self.recorder = TrialRecorder(
+            self.ctx,
+            exp.resources.workers,
+            can_checkpoint=self.can_checkpoint,
+            target_budget=exp.search.max_budget,
+        )
+
+    # -- run ---------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        assert self.recorder is not None and self.shared is not None
+        exp = self.ctx.experiment
+        limit = exp.search.max_trials
+        if exp.search.sampler == "grid":
+            size = int(exp.search_space.size)
+            limit = size if limit is None else min(limit, size)
+        plan = OptimizePlan(exp.to_dict(), self.study_name, self.storage_url, limit)
+        self.recorder.status.started = time.monotonic()
+        for worker in self.workers:
+            worker.conn.send(("optimize", plan))
+        try:
+            self._serve(plan)
+        except BaseException:
+            self.shared.stop.set()
+            self.recorder.abort_running()
+            raise
+        self.recorder.finish()
+        self.ctx.notes["stop_reason"] = self.recorder.status.stop_reason
+
+    def _serve(self, plan: OptimizePlan) -> None:
+        """Answer the workers' trial events until every worker has left the study."""
+        assert self.recorder is not None and self.shared is not None
+        recorder, budget = self.recorder, self.ctx.experiment.search.time_budget_s
+        active = {w.conn: w for w in self.workers}
+        while active:
+            if budget is not None and recorder.status.elapsed_s >= budget:
+                recorder.stop(f"time budget of {budget:g} s used")
+            if recorder.status.stop_reason is not None:
+                self.shared.stop.set()
+            for conn in wait(list(active), timeout=0.5):
+                worker = active[conn]  # type: ignore[index]
+                try:
+                    message = conn.recv()  # type: ignore[union-attr]
+                except (EOFError, OSError):
+                    del active[conn]  # type: ignore[arg-type]
+                    self._lost(worker)
+                    continue
+                if isinstance(message, tuple) and message[0] == "done":
+                    del active[conn]  # type: ignore[arg-type]
+                    if message[1]:
+                        raise BashtError(f"Optuna worker {worker.index} failed: {message[1]}")
+                    continue
+                answer(conn, message, recorder.handle)  # type: ignore[arg-type]
+            if self.ctx.on_update is not None:
+                self.ctx.on_update(recorder.status)
+
+    def _lost(self, worker: _Worker) -> None:
+        """A worker died mid-study: its trial failed; the others carry on, as native's do."""
+        assert self.recorder is not None
+        worker.process.join(timeout=1)
+        why = f"Optuna worker process {worker.index} died (exit code {worker.process.exitcode})"
+        log.warning(why)
+        self.recorder.end_slot(worker.index, why)
+
+    # -- results, test, metrics --------------------------------------------------------------
+
+    def collect_results(self) -> BestTrial:
+        return best_trial_from_store(self.ctx)
+
+    def test(self, best: BestTrial) -> dict[str, float]:
+        if best.trial_id is None or best.config is None:
+            raise BashtError("no trial produced a result, so there is nothing to test")
+        if not self.can_checkpoint:
+            return {}  # a plain-function workload has no test split of its own
+        worker = next((w for w in self.workers if w.process.is_alive()), None)
+        if worker is None:
+            raise BashtError("no Optuna worker is left to run the test")
+        exp = self.ctx.experiment
+        seed = trial_seed(exp.seed, best.trial_id)
+        monitor = self.ctx.monitor
+        if monitor is not None:  # the test run is booked as its own kind: neither trial nor idle
+            monitor.assign(worker.index, worker.pid, best.trial_id, kind="test")
+        try:
+            worker.conn.send(
+                (
+                    "test",
+                    self.workload,
+                    best.config,
+                    seed,
+                    best.budget,
+                    best.checkpoint,
+                    exp.resources.cpus_per_worker,
+                )
+            )
+            _, metrics, error = self._expect(worker, "tested")
+        finally:
+            if monitor is not None:
+                monitor.assign(worker.index, None, None)
+        if error:
+            raise BashtError(f"testing trial {best.trial_id} failed: {error}")
+        return metrics
+
+    def collect_metrics(self) -> dict[str, Any]:
+        return {}
+
+    # -- undeploy ----------------------------------------------------------------------------
+
+    def undeploy(self) -> None:
+        """Stop the workers, delete the study and its SQLite file: nothing deploy made is left."""
+        if self.shared is not None:
+            self.shared.stop.set()
+        for worker in self.workers:
+            with contextlib.suppress(OSError, ValueError):
+                worker.conn.send(("exit",))
+        for worker in self.workers:
+            worker.process.join(timeout=10)
+            if worker.process.is_alive():
+                worker.process.terminate()
+                worker.process.join(timeout=5)
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join(timeout=5)
+            worker.conn.close()
+        self.workers = []
+        if self._study_created:
+            import optuna
+
+            with contextlib.suppress(KeyError):
+                optuna.delete_study(study_name=self.study_name, storage=self._storage)
+            self._study_created = False
+        engine = getattr(self._storage, "engine", None)
+        if engine is not None:
+            engine.dispose()
+        self._storage = None
+        if self.storage_file is not None:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(f"{self.storage_file}{suffix}").unlink(missing_ok=True)
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _expect(self, worker: _Worker, kind: str) -> tuple[Any, ...]:
+        """The worker's next reply, which must be `kind`; a dead or silent worker is an error."""
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if worker.conn.poll(0.5):
+                try:
+                    message = worker.conn.recv()
+                except (EOFError, OSError):
+                    break
+                if isinstance(message, tuple) and message[0] == kind:
+                    return message
+                raise BashtError(f"Optuna worker {worker.index} sent {message!r}, not {kind!r}")
+            if not worker.process.is_alive():
+                break
+        raise BashtError(
+            f"Optuna worker {worker.index} did not answer ({kind}); "
+            f"exit code {worker.process.exitcode}"
+        )

@@ -1,0 +1,37 @@
+"""What every peer system checks before it starts: its framework is there, the run is its kind."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from basht.bench.lifecycle import RunContext
+from basht.errors import BashtError
+
+#: Every system under test `system:` (and `basht compare --systems`) can name.
+SYSTEMS = ("native", "optuna", "raytune")
+
+
+def require(module: str, system: str) -> Any:
+    """Import a peer framework, or say in one line how to get it."""
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise BashtError(
+            f"system: {system} needs {module}, which is not installed (pip install 'basht[peers]')"
+        ) from None
+
+
+def check_peer_experiment(ctx: RunContext, system: str) -> None:
+    """What a peer system cannot do, said before anything starts."""
+    exp = ctx.experiment
+    if exp.executor != "local":
+        raise BashtError(
+            f"executor: {exp.executor!r} applies to system: native only; "
+            f"system: {system} runs trials its own way"
+        )
+    if ctx.resume:
+        raise BashtError(
+            f"basht resume continues native runs only; run {exp.name} on {system} again"
+        )

@@ -1,0 +1,226 @@
+"""One self-contained HTML file per run or comparison: its tables and its plots, images inline.
+
+Nothing is fetched when the file is opened (no scripts, fonts or images from elsewhere), so it
+can be mailed, archived or attached to a CI run as it is. Without matplotlib the tables are
+written alone, with a note saying how to get the plots.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from basht.report.compare import Row, compare_rows
+from basht.report.comparison import Comparison
+from basht.report.console import fmt
+from basht.report.results import build_summary
+from basht.store import Store
+
+REPORT = "report.html"
+
+_CSS = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto;
+       max-width: 1100px; color: #222; padding: 0 1rem; }
+h1 { font-size: 1.5rem; margin-bottom: .2rem; } h2 { font-size: 1.2rem; margin-top: 2rem; }
+.meta { color: #666; margin-top: 0; }
+table { border-collapse: collapse; margin: .5rem 0 1rem; }
+th, td { padding: .25rem .7rem; border-bottom: 1px solid #e3e3e3; text-align: left;
+         vertical-align: top; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+th { background: #f4f4f4; } tr.section td { border-top: 2px solid #bbb; }
+figure { margin: 1rem 0 2rem; } figure img { max-width: 100%; height: auto; display: block; }
+figcaption { color: #555; font-size: .9rem; }
+details { margin: 1rem 0; border: 1px solid #ddd; border-radius: 4px; padding: .5rem 1rem; }
+summary { cursor: pointer; font-weight: 600; }
+.note { background: #fff8e1; padding: .5rem 1rem; border-left: 3px solid #f0b400; }
+code { background: #f4f4f4; padding: 0 .2rem; }
+"""
+
+_CAPTIONS = {
+    "best_so_far": "Best validation value reported so far, against seconds since the run phase "
+    "began (one line per run).",
+    "timeline": "Trials on their workers over time: white space is an idle worker; the colour is "
+    "the state the trial ended in (light blue: a segment that ended in a pause).",
+    "energy": "Energy attributed to each trial, by the state it ended in.",
+    "phases": "Latency of each of the seven Basht phases.",
+}
+_COMPARISON_CAPTIONS = {
+    "best_so_far": "Best validation value so far against seconds since each run's run phase "
+    "began, one colour per system (one line per seed).",
+    "phases": "Latency of each phase, by system.",
+    "energy": "Where the node's energy went, by system: trials by the state they ended in, the "
+    "test, and idle energy (baseline, allocation, overhead).",
+}
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _image(path: Path, alt: str, caption: str) -> str:
+    data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+    return (
+        f'<figure><img alt="{_e(alt)}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{_e(caption)}</figcaption></figure>"
+    )
+
+
+def _table(head: Sequence[str], rows: Iterable[Sequence[Any]], numeric_from: int = 1) -> str:
+    out = ["<table><thead><tr>", *(f"<th>{_e(h)}</th>" for h in head), "</tr></thead><tbody>"]
+    for row in rows:
+        cells = [
+            f'<td class="num">{_e(c)}</td>' if i >= numeric_from else f"<td>{_e(c)}</td>"
+            for i, c in enumerate(row)
+        ]
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def _page(title: str, meta: str, body: list[str]) -> str:
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
+        f'<h1>{_e(title)}</h1><p class="meta">{_e(meta)} · written {stamp}</p>'
+        + "".join(body)
+        + "</body></html>"
+    )
+
+
+def _plots_or_note(plots: dict[str, Path] | None, captions: dict[str, str], what: str) -> str:
+    if plots is None:
+        return (
+            "<p class=\"note\">Plots need matplotlib: <code>pip install 'basht[plots]'</code>, "
+            "then write this report again.</p>"
+        )
+    return "".join(
+        _image(p, f"{what}: {name}", captions.get(name, name)) for name, p in plots.items()
+    )
+
+
+def run_sections(summary: dict[str, Any], plots: dict[str, Path] | None) -> list[str]:
+    """A run's result, phases, metrics and plots, as HTML sections."""
+    best = summary["best"]
+    counts = summary["trial_counts"]
+    head = [
+        ("status", summary["status"] + (f" ({summary['error']})" if summary["error"] else "")),
+        ("system", f"{summary['system']} / {summary['executor']}"),
+        ("algorithm", fmt(summary.get("algorithm"))),
+        ("search space pS", fmt(summary.get("space_size"))),
+        ("best trial", fmt(best["trial"])),
+        ("best config", fmt(best["config"])),
+        (f"best validation {best['metric']} ({best['mode']})", fmt(best["value"])),
+        *((f"test {k}", fmt(v)) for k, v in summary["test_metrics"].items()),
+        ("trials", ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none"),
+    ]
+    phases = [(p["name"], f"{p['duration_s']:.3f}") for p in summary["phases"]]
+    metrics = [
+        (name, fmt(m["value"]), m["unit"], m["source"] or "")
+        for name, m in summary["metrics"].items()
+    ]
+    return [
+        "<h2>Result</h2>",
+        _table(("", ""), head, numeric_from=2),
+        "<h2>Phases</h2>",
+        _table(("phase", "duration (s)"), phases),
+        "<h2>Metrics</h2>",
+        _table(("metric", "value", "unit", "source"), metrics, numeric_from=1),
+        "<h2>Plots</h2>",
+        _plots_or_note(plots, _CAPTIONS, summary["run_id"]),
+    ]
+
+
+def run_html(store: Store, run_id: str, plots: dict[str, Path] | None) -> str:
+    summary = build_summary(store, run_id)
+    meta = f"experiment {summary['experiment'].get('name')} · system {summary['system']}"
+    return _page(f"Basht run {summary['run_id']}", meta, run_sections(summary, plots))
+
+
+def comparison_html(
+    store: Store,
+    comparison: Comparison,
+    plots: dict[str, Path] | None,
+    run_plots: dict[str, dict[str, Path]] | None,
+) -> str:
+    rows = compare_rows(store, comparison)
+    seeds = ", ".join(str(s) for s in comparison.seeds)
+    body = [
+        "<h2>Side by side</h2>",
+        _compare_table(comparison, rows),
+        "<p>With several seeds a cell is the median and, in brackets, the range over seeds.</p>"
+        if len(comparison.seeds) > 1
+        else "",
+        "<h2>Plots</h2>",
+        _plots_or_note(plots, _COMPARISON_CAPTIONS, comparison.id),
+        "<h2>Runs</h2>",
+    ]
+    for entry in comparison.runs:
+        title = f"{entry.system}, seed {entry.seed}: {entry.run_id or '-'} ({entry.status})"
+        if entry.run_id is None:
+            body.append(f"<p>{_e(title)}: {_e(entry.error or '')}</p>")
+            continue
+        summary = build_summary(store, entry.run_id)
+        own = None if run_plots is None else run_plots.get(entry.run_id)
+        body.append(
+            f"<details><summary>{_e(title)}</summary>"
+            + "".join(run_sections(summary, own))
+            + "</details>"
+        )
+    meta = f"experiment {comparison.experiment} · systems {', '.join(comparison.systems)}"
+    meta += f" · seeds {seeds}"
+    return _page(f"Basht comparison {comparison.id}", meta, body)
+
+
+def _compare_table(comparison: Comparison, rows: list[Row]) -> str:
+    out = ["<table><thead><tr><th></th>"]
+    out += [f"<th>{_e(s)}</th>" for s in comparison.systems]
+    out.append("</tr></thead><tbody>")
+    section = None
+    for row in rows:
+        css = ' class="section"' if section is not None and row.section != section else ""
+        section = row.section
+        cells = "".join(f'<td class="num">{_e(row.cell(s))}</td>' for s in comparison.systems)
+        out.append(f"<tr{css}><td>{_e(row.label)}</td>{cells}</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def _try_plots(write: Any, *args: Any) -> dict[str, Path] | None:
+    """The plots, or None when matplotlib is not installed (the report says so)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return None
+    return write(*args)
+
+
+def write_run_report(store: Store, run_id: str, out: Path | None = None) -> Path:
+    """Plots into the run's folder, then `report.html` (or `out`) with everything inline."""
+    from basht.report.plots import write_run_plots
+
+    run = store.get_run(run_id)
+    plots = _try_plots(write_run_plots, store, run.id)
+    path = Path(out or Path(run.results_dir) / REPORT)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(run_html(store, run.id, plots), encoding="utf-8")
+    return path
+
+
+def write_comparison_report(store: Store, comparison: Comparison, out: Path | None = None) -> Path:
+    """Plots for the comparison and for each run, then the comparison's `report.html`."""
+    from basht.report.plots import write_comparison_plots, write_run_plots
+
+    folder = Path(comparison.folder)
+    plots = _try_plots(write_comparison_plots, store, comparison.pairs(), folder, comparison.target)
+    run_plots = None
+    if plots is not None:
+        run_plots = {run_id: write_run_plots(store, run_id) for _, run_id in comparison.pairs()}
+    path = Path(out or folder / REPORT)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(comparison_html(store, comparison, plots, run_plots), encoding="utf-8")
+    return path

@@ -1,0 +1,334 @@
+"""Plots of a run or a comparison, drawn from the store with matplotlib (Agg) and saved as PNG.
+
+Per run: the best value so far against time, the trials on their workers over time, the energy
+of each trial by its state, and the phase latencies. Per comparison: the same curves and bars
+with one line or bar per system. Needs the `plots` extra (matplotlib).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from basht.errors import BashtError
+from basht.report import runstats
+from basht.report.timeline import Segment, segments
+from basht.store import Store
+
+PHASES = ("deploy", "setup", "run", "collect_results", "test", "collect_metrics", "undeploy")
+STATE_COLOURS = {
+    "completed": "#2ca02c",
+    "stopped": "#ff7f0e",
+    "failed": "#d62728",
+    "aborted": "#7f7f7f",
+    "paused": "#aec7e8",
+    "running": "#17becf",
+    "pending": "#c7c7c7",
+}
+SYSTEM_COLOURS = {"native": "#1f77b4", "optuna": "#9467bd", "raytune": "#8c564b"}
+KIND_COLOURS = {
+    "baseline": "#bcbd22",
+    "allocation": "#dbdb8d",
+    "overhead": "#c49c94",
+    "test": "#17becf",
+}
+PHASE_COLOURS = dict(
+    zip(
+        PHASES,
+        ("#1f77b4", "#aec7e8", "#2ca02c", "#98df8a", "#ff7f0e", "#ffbb78", "#9467bd"),
+        strict=True,
+    )
+)
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One best-so-far line: (seconds since the run phase began, best value) per new best."""
+
+    label: str
+    system: str
+    points: list[tuple[float, float]]
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend (no display needed), or a one-line error."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise BashtError("plots need matplotlib (pip install 'basht[plots]')") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig: Any, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    pyplot().close(fig)
+    return path
+
+
+def _ordered(states: set[str]) -> list[str]:
+    known = list(STATE_COLOURS)
+    return sorted(states, key=lambda s: (known.index(s) if s in known else len(known), s))
+
+
+def _colour(system: str, index: int) -> str:
+    return SYSTEM_COLOURS.get(system, f"C{index % 10}")
+
+
+# -- the figures, from plain data ----------------------------------------------------------------
+
+
+def best_so_far_plot(
+    curves: Sequence[Curve], metric: str, mode: str, target: float | None, path: Path, title: str
+) -> Path:
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    labelled: set[str] = set()
+    systems = list(dict.fromkeys(c.system for c in curves))
+    for curve in curves:
+        if not curve.points:
+            continue
+        xs = [t for t, _ in curve.points]
+        ys = [v for _, v in curve.points]
+        label = curve.label if curve.label not in labelled else None
+        labelled.add(curve.label)
+        ax.step(
+            xs,
+            ys,
+            where="post",
+            color=_colour(curve.system, systems.index(curve.system)),
+            alpha=0.9 if len(curves) <= len(systems) else 0.6,
+            label=label,
+            linewidth=1.8,
+        )
+    if target is not None:
+        ax.axhline(target, color="black", linestyle="--", linewidth=1, label=f"target {target:g}")
+    ax.set_xlabel("seconds since the run phase began")
+    ax.set_ylabel(f"best validation {metric} so far ({mode})")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    if labelled:
+        ax.legend(loc="lower right" if mode == "max" else "upper right")
+    return _save(fig, path)
+
+
+def timeline_plot(segs: Sequence[Segment], lanes: int, path: Path, title: str) -> Path:
+    plt = pyplot()
+    used = max([lanes] + [s.lane + 1 for s in segs])
+    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.55 * used))
+    span = max((s.end_s for s in segs), default=1.0) or 1.0
+    for seg in segs:
+        width = max(seg.end_s - seg.start_s, span / 2000)
+        ax.barh(
+            seg.lane,
+            width,
+            left=seg.start_s,
+            height=0.7,
+            color=STATE_COLOURS.get(seg.state, "#c7c7c7"),
+            edgecolor="white",
+            linewidth=0.5,
+        )
+        if width > span / 40:
+            ax.text(
+                seg.start_s + width / 2,
+                seg.lane,
+                str(seg.trial),
+                ha="center",
+                va="center",
+                fontsize=7,
+            )
+    ax.set_yticks(range(used), [f"worker {i}" for i in range(used)])
+    ax.invert_yaxis()
+    ax.set_xlim(left=min([0.0] + [s.start_s for s in segs]))
+    ax.set_xlabel("seconds since the run phase began (white space: an idle worker)")
+    ax.set_title(title)
+    shown = _ordered({s.state for s in segs})
+    handles = [plt.Rectangle((0, 0), 1, 1, color=STATE_COLOURS.get(s, "#c7c7c7")) for s in shown]
+    if handles:
+        ax.legend(handles, shown, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    return _save(fig, path)
+
+
+def energy_plot(
+    trials: Sequence[tuple[int, str, float]], source: str, path: Path, title: str
+) -> Path:
+    """Each trial's attributed energy (J), coloured by the state it ended in."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for number, state, joules in trials:
+        ax.bar(number, joules, color=STATE_COLOURS.get(state, "#c7c7c7"), width=0.8)
+    shown = _ordered({s for _, s, _ in trials})
+    handles = [plt.Rectangle((0, 0), 1, 1, color=STATE_COLOURS.get(s, "#c7c7c7")) for s in shown]
+    if handles:
+        totals = defaultdict(float)
+        for _, state, joules in trials:
+            totals[state] += joules
+        ax.legend(handles, [f"{s} ({totals[s]:.3g} J in all)" for s in shown])
+    ax.set_xlabel("trial")
+    ax.set_ylabel(f"energy (J, {source})")
+    ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+    return _save(fig, path)
+
+
+def stacked_bars_plot(
+    bars: Sequence[tuple[str, dict[str, float]]],
+    order: Sequence[str],
+    colours: dict[str, str],
+    unit: str,
+    path: Path,
+    title: str,
+) -> Path:
+    """One horizontal bar per label, split into `order`'s parts (phases, or kinds of energy)."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(9, 1.6 + 0.6 * len(bars)))
+    for i, (_, parts) in enumerate(bars):
+        left = 0.0
+        for j, name in enumerate(order):
+            value = parts.get(name, 0.0)
+            if value <= 0:
+                continue
+            ax.barh(i, value, left=left, color=colours.get(name, f"C{j % 10}"), label=name)
+            left += value
+    ax.set_yticks(range(len(bars)), [label for label, _ in bars])
+    ax.invert_yaxis()
+    ax.set_xlabel(unit)
+    ax.set_title(title)
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles, strict=True))
+    shown = [name for name in order if name in unique]
+    ax.legend(
+        [unique[n] for n in shown], shown, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8
+    )
+    ax.grid(axis="x", alpha=0.3)
+    return _save(fig, path)
+
+
+# -- from the store ------------------------------------------------------------------------------
+
+
+def _search(store: Store, run_id: str) -> dict[str, Any]:
+    run = store.get_run(run_id)
+    return store.get_experiment(run.experiment_id).spec
+
+
+def write_run_plots(store: Store, run_id: str, folder: Path | None = None) -> dict[str, Path]:
+    """The four plots of one run, into `folder` (default: the run's results folder)."""
+    run = store.get_run(run_id)
+    spec = _search(store, run.id)
+    search, workers = spec["search"], spec["resources"]["workers"]
+    folder = Path(folder or run.results_dir)
+    label = f"{run.system} · {run.id}"
+    curve = Curve(run.system, run.system, runstats.best_so_far(store, run.id, search["mode"]))
+    source = runstats.energy_source(store, run.id)
+    energy = runstats.trial_energy_j(store, run.id)
+    phases = runstats.phase_durations(store, run.id)
+    return {
+        "best_so_far": best_so_far_plot(
+            [curve],
+            search["metric"],
+            search["mode"],
+            search.get("target"),
+            folder / "best_so_far.png",
+            f"best so far · {label}",
+        ),
+        "timeline": timeline_plot(
+            segments(store, run.id, workers),
+            workers,
+            folder / "timeline.png",
+            f"trials on workers · {label}",
+        ),
+        "energy": energy_plot(
+            [(t.number, t.state, energy.get(t.number, 0.0)) for t in store.trials(run.id)],
+            source,
+            folder / "energy.png",
+            f"energy per trial by state · {label}",
+        ),
+        "phases": stacked_bars_plot(
+            [(run.system, phases)],
+            PHASES,
+            PHASE_COLOURS,
+            "seconds",
+            folder / "phases.png",
+            f"phase latencies · {label}",
+        ),
+    }
+
+
+def write_comparison_plots(
+    store: Store,
+    runs: Sequence[tuple[str, str]],
+    folder: Path,
+    target: float | None = None,
+) -> dict[str, Path]:
+    """The comparison's plots: one line or bar per system; `runs` are (system, run id) pairs.
+
+    With several seeds per system each run is its own line (one colour per system) and the bars
+    are each system's median.
+    """
+    if not runs:
+        return {}
+    spec = _search(store, runs[0][1])
+    search = spec["search"]
+    target = target if target is not None else search.get("target")
+    curves = [
+        Curve(system, system, runstats.best_so_far(store, run_id, search["mode"]))
+        for system, run_id in runs
+    ]
+    by_system: dict[str, list[str]] = defaultdict(list)
+    for system, run_id in runs:
+        by_system[system].append(run_id)
+    phase_bars, energy_bars = [], []
+    kinds: list[str] = []
+    for system, ids in by_system.items():
+        phase_bars.append(
+            (system, _median_parts([runstats.phase_durations(store, r) for r in ids]))
+        )
+        split = _median_parts([runstats.energy_by_kind_j(store, r) for r in ids])
+        energy_bars.append((system, split))
+        kinds.extend(k for k in split if k not in kinds)
+    trial_kinds = sorted(k for k in kinds if k.startswith("trials "))
+    order = trial_kinds + [k for k in ("test", "baseline", "allocation", "overhead") if k in kinds]
+    colours = {**KIND_COLOURS, **{k: STATE_COLOURS.get(k[7:], "#c7c7c7") for k in trial_kinds}}
+    source = runstats.energy_source(store, runs[0][1])
+    seeds = max(len(ids) for ids in by_system.values())
+    note = f" (median of {seeds} seeds)" if seeds > 1 else ""
+    return {
+        "best_so_far": best_so_far_plot(
+            curves,
+            search["metric"],
+            search["mode"],
+            target,
+            folder / "best_so_far.png",
+            "best validation value so far, by system",
+        ),
+        "phases": stacked_bars_plot(
+            phase_bars,
+            PHASES,
+            PHASE_COLOURS,
+            "seconds",
+            folder / "phases.png",
+            f"phase latencies by system{note}",
+        ),
+        "energy": stacked_bars_plot(
+            energy_bars,
+            order,
+            colours,
+            f"joules ({source})",
+            folder / "energy.png",
+            f"where the energy went, by system{note}",
+        ),
+    }
+
+
+def _median_parts(parts: Sequence[dict[str, float]]) -> dict[str, float]:
+    keys = list(dict.fromkeys(k for p in parts for k in p))
+    return {k: statistics.median(p.get(k, 0.0) for p in parts) for k in keys}

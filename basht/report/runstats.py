@@ -1,0 +1,79 @@
+"""Figures of one run read from the store: the anytime curve, time to target, energy per trial.
+
+Times are seconds since the run phase began (the first attempt's), so runs of different systems
+line up at the moment each started tuning; deploy and setup are in the phase breakdown instead.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from basht.store import Store
+
+
+def run_start(store: Store, run_id: str) -> float | None:
+    """When the run phase began (unix seconds), or None if it never did."""
+    starts = [p.start for p in store.phases(run_id) if p.name == "run"]
+    return min(starts) if starts else None
+
+
+def best_so_far(store: Store, run_id: str, mode: str) -> list[tuple[float, float]]:
+    """(seconds since the run phase began, best value reported by any trial so far), per new best."""
+    start = run_start(store, run_id)
+    if start is None:
+        return []
+    points: list[tuple[float, float]] = []
+    best: float | None = None
+    for report in sorted(store.reports(run_id), key=lambda r: r.at):
+        value = report.value
+        if value is None or value != value:  # NaN
+            continue
+        if best is None or (value > best if mode == "max" else value < best):
+            best = value
+            points.append((report.at - start, value))
+    return points
+
+
+def time_to_target(store: Store, run_id: str, target: float, mode: str) -> float | None:
+    """Seconds from the run phase's start to the first report at or beyond `target` (None: never).
+
+    Any trial's report counts, at any epoch: it is the moment the job first had a model that good.
+    """
+    for t, value in best_so_far(store, run_id, mode):
+        if value >= target if mode == "max" else value <= target:
+            return t
+    return None
+
+
+def trial_energy_j(store: Store, run_id: str) -> dict[int, float]:
+    """Joules attributed to each trial (by number), summed over components."""
+    energy: dict[int, float] = defaultdict(float)
+    for account in store.energy_accounts(run_id):
+        if account.kind == "trial" and account.trial is not None:
+            energy[account.trial] += account.energy_j
+    return dict(energy)
+
+
+def energy_by_kind_j(store: Store, run_id: str) -> dict[str, float]:
+    """The node's energy split as the metrics split it: trials by their state, then idle, test."""
+    states = {t.number: t.state for t in store.trials(run_id)}
+    split: dict[str, float] = defaultdict(float)
+    for account in store.energy_accounts(run_id):
+        if account.kind == "trial" and account.trial is not None:
+            split[f"trials {states.get(account.trial, 'unknown')}"] += account.energy_j
+        else:
+            split[account.kind] += account.energy_j
+    return dict(split)
+
+
+def energy_source(store: Store, run_id: str) -> str:
+    """Where the energy figures came from (`estimate`, `rapl`, ...), for labelling them."""
+    return "+".join(sorted({a.source for a in store.energy_accounts(run_id)})) or "none"
+
+
+def phase_durations(store: Store, run_id: str) -> dict[str, float]:
+    """Seconds per phase, a resumed run's attempts added up."""
+    durations: dict[str, float] = defaultdict(float)
+    for phase in store.phases(run_id):
+        durations[phase.name] += phase.duration_s
+    return dict(durations)

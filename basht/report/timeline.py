@@ -1,0 +1,80 @@
+"""Who ran what when: a run's trials as segments on worker lanes, rebuilt from the store.
+
+A trial row keeps its first start, its last end and the worker of its last segment; a paused and
+resumed trial ran in several segments, which its pause checkpoints (epoch, time) and its per-epoch
+reports (time, train and validate seconds) delimit. Segments whose worker the store does not keep
+(all but a trial's last) go on the first lane free over their span, so the picture shows the
+schedule and its idle gaps even where the worker of an earlier segment is not recorded.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from basht.store import Store
+
+#: Gap allowed between segments on one lane: times come from different clocks and writes.
+_SLACK_S = 0.05
+
+
+@dataclass(frozen=True)
+class Segment:
+    trial: int
+    lane: int
+    start_s: float  # since the run phase began
+    end_s: float
+    state: str  # the trial's final state, or "paused" for a segment that ended in a pause
+
+
+def segments(store: Store, run_id: str, lanes: int) -> list[Segment]:
+    """Every trial segment of the run, placed on at least `lanes` worker lanes."""
+    from basht.report.runstats import run_start
+
+    origin = run_start(store, run_id)
+    if origin is None:
+        return []
+    reports = defaultdict(list)
+    for r in store.reports(run_id):
+        reports[r.trial_id].append(r)
+    raw: list[tuple[int, int | None, float, float, str]] = []
+    for trial in store.trials(run_id):
+        if trial.started_at is None:
+            continue
+        own = sorted(reports[trial.id], key=lambda r: r.at)
+        pauses = sorted(
+            (c for c in store.checkpoints(trial.id) if c.kind == "pause"), key=lambda c: c.at
+        )
+        end = trial.ended_at or (own[-1].at if own else trial.started_at)
+        load_share = trial.load_s / (len(pauses) + 1)
+        start = trial.started_at
+        for pause in pauses:
+            later = [r for r in own if r.epoch > pause.epoch and r.at > pause.at]
+            if not later:  # never resumed: its last segment ended in this pause
+                end = pause.at
+                break
+            raw.append((trial.number, None, start, pause.at, "paused"))
+            first = later[0]
+            start = first.at - first.train_s - first.validate_s - load_share
+        raw.append((trial.number, trial.worker, start, max(end, start), trial.state))
+    return _place([(n, w, s - origin, e - origin, st) for n, w, s, e, st in raw], max(1, lanes))
+
+
+def _place(raw: list[tuple[int, int | None, float, float, str]], lanes: int) -> list[Segment]:
+    taken: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    placed: list[Segment] = []
+
+    def free(lane: int, start: float, end: float) -> bool:
+        return all(end <= s + _SLACK_S or start >= e - _SLACK_S for s, e in taken[lane])
+
+    for number, worker, start, end, state in sorted(raw, key=lambda r: (r[1] is None, r[2])):
+        lane = worker if worker is not None and free(worker, start, end) else None
+        if lane is None:
+            lane = next((i for i in range(lanes) if free(i, start, end)), None)
+        if lane is None:
+            lane = lanes
+            while not free(lane, start, end):
+                lane += 1
+        taken[lane].append((start, end))
+        placed.append(Segment(number, lane, start, end, state))
+    return sorted(placed, key=lambda s: (s.lane, s.start_s))

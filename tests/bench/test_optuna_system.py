@@ -1,0 +1,153 @@
+"""Optuna as a system under test, for real: a study on the run's SQLite file, two worker processes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from basht.bench import PHASES, run_benchmark
+from basht.bench.runner import make_system
+from basht.errors import BashtError
+from basht.experiment import Experiment
+from basht.store import Store
+
+optuna = pytest.importorskip("optuna")
+
+
+class Watch:
+    """Wraps the system under test to look at it between phases; records what the monitor hears."""
+
+    def __init__(self) -> None:
+        self.sut: Any = None
+        self.pids: list[int] = []
+        self.study_trials: list[Any] = []
+        self.storage_existed = False
+        self.assigned: list[tuple[int, int | None, int | None, str]] = []
+
+    def factory(self, ctx: Any) -> Any:
+        monitor = ctx.monitor
+        real_assign = monitor.assign
+
+        def assign(slot: int, pid: int | None, trial: int | None, kind: str = "trial") -> None:
+            self.assigned.append((slot, pid, trial, kind))
+            real_assign(slot, pid, trial, kind)
+
+        monitor.assign = assign
+        self.sut = make_system(ctx)
+        return self.sut
+
+    def on_phase(self, timing: Any) -> None:
+        if timing.name == "deploy":
+            self.pids = [w.pid for w in self.sut.workers]
+        elif timing.name == "run":
+            self.storage_existed = self.sut.storage_file.exists()
+            study = optuna.load_study(study_name=self.sut.study_name, storage=self.sut.storage_url)
+            self.study_trials = study.get_trials(deepcopy=False)
+
+
+def _spec(spec: dict[str, Any], **search: Any) -> dict[str, Any]:
+    spec["system"] = "optuna"
+    spec["workload"]["params"] = {"epoch_s": 0.02}
+    spec["search"].update(
+        {"pruner": "asha", "min_budget": 1, "max_budget": 3, "eta": 3, "max_trials": 8, **search}
+    )
+    return spec
+
+
+def test_two_workers_share_the_study_through_all_seven_phases(spec, tmp_path):
+    watch = Watch()
+    result = run_benchmark(
+        Experiment.from_dict(_spec(spec)),
+        results_root=tmp_path / "results",
+        system_factory=watch.factory,
+        on_phase=watch.on_phase,
+    )
+    store = Store(spec["store"])
+    assert result.status == "completed"
+    assert [p.name for p in store.phases(result.run_id)] == list(PHASES)
+    assert "SuccessiveHalvingPruner" in store.get_run(result.run_id).algorithm
+
+    # Two spawned processes worked one study on the run's own SQLite file.
+    assert len(watch.pids) == 2 and all(p > 0 for p in watch.pids)
+    assert watch.storage_existed
+    assert len(watch.study_trials) == 8
+    assert {t.number for t in watch.study_trials} == set(range(8))
+
+    trials = store.trials(result.run_id)
+    assert [t.number for t in trials] == list(range(8))
+    assert {t.state for t in trials} <= {"completed", "stopped"}
+    assert any(t.state == "completed" for t in trials)
+    assert {t.worker for t in trials} <= {0, 1}
+    reports = store.reports(result.run_id)
+    for t in trials:
+        epochs = [r.epoch for r in reports if r.trial_id == t.id]
+        assert epochs == list(range(1, t.budget + 1))
+        assert t.load_s > 0 and t.train_s >= 0.02 * t.budget
+        assert t.started_at <= t.ended_at
+    # Optuna's verdicts match what the store says happened.
+    states = {t.number: t.state.name for t in watch.study_trials}
+    for t in trials:
+        assert states[t.number] == {"completed": "COMPLETE", "stopped": "PRUNED"}[t.state]
+
+    # The best completed trial kept its final state, and its model was tested.
+    best = max((t for t in trials if t.state == "completed"), key=lambda t: t.value)
+    assert result.best_value == best.value
+    assert result.test_metrics["accuracy"] == pytest.approx(best.value)
+    kept = [c for c in store.checkpoints(best.id) if not c.deleted]
+    assert len(kept) == 1 and Path(kept[0].path).exists()
+
+    # The energy monitor heard which trial ran in which worker process, and when it ended.
+    started = [(slot, pid, trial) for slot, pid, trial, kind in watch.assigned if trial is not None]
+    assert {trial for _, _, trial in started if trial is not None} >= set(range(8))
+    assert {pid for _, pid, _ in started} <= set(watch.pids)
+    assert any(pid is None for _, pid, _, _ in watch.assigned)
+    assert any(kind == "test" for *_, kind in watch.assigned)
+
+    # Undeploy left nothing: no worker process, no study file.
+    assert not any(
+        psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in watch.pids
+    )
+    assert not watch.sut.storage_file.exists()
+    assert not list(Path(result.results_dir).glob("optuna.db*"))
+
+
+def test_a_plain_function_workload_reports_through_optuna(spec, tmp_path):
+    spec = _spec(spec, max_trials=4, pruner="none")
+    spec["workload"] = {"name": "tests.user_workloads:objective"}
+    spec["space"] = {"x": {"type": "float", "low": 0.1, "high": 1.0}}
+    result = run_benchmark(Experiment.from_dict(spec), results_root=tmp_path / "results")
+    store = Store(spec["store"])
+    trials = store.trials(result.run_id)
+    assert [t.state for t in trials] == ["completed"] * 4
+    assert result.best_value == pytest.approx(3 * result.best_config["x"])
+    assert result.test_metrics == {}  # as natively: a function has no test split
+
+
+def test_a_grid_runs_every_configuration_once_and_a_trial_that_raises_fails_alone(spec, tmp_path):
+    spec = _spec(spec, sampler="grid", max_trials=None, pruner="none", max_budget=2)
+    spec["workload"] = {"name": "tests.user_workloads:Counter", "params": {}}
+    spec["space"] = {
+        "kind": {"type": "choice", "values": ["ok", "boom"]},
+        "x": {"type": "choice", "values": [0.5, 1.0]},
+    }
+    result = run_benchmark(Experiment.from_dict(spec), results_root=tmp_path / "results")
+    trials = Store(spec["store"]).trials(result.run_id)
+    configs = sorted((t.config["kind"], t.config["x"]) for t in trials)
+    assert configs == [("boom", 0.5), ("boom", 1.0), ("ok", 0.5), ("ok", 1.0)]
+    assert result.status == "completed"
+    for t in trials:
+        if t.config["kind"] == "boom":
+            assert t.state == "failed" and "this configuration always crashes" in t.error
+        else:
+            assert t.state == "completed" and t.value == pytest.approx(2 * t.config["x"])
+    assert result.best_config == {"kind": "ok", "x": 1.0}
+
+
+def test_a_non_local_executor_is_a_one_line_error(spec, tmp_path):
+    spec = _spec(spec)
+    spec["executor"] = "ray"
+    with pytest.raises(BashtError, match="applies to system: native only"):
+        run_benchmark(Experiment.from_dict(spec), results_root=tmp_path / "results")

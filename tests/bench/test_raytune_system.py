@@ -1,0 +1,111 @@
+"""Ray Tune as a system under test, for real: a local Ray, a Tuner, pauses and resumes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from basht.bench import PHASES, run_benchmark
+from basht.bench.runner import make_system
+from basht.experiment import Experiment
+from basht.store import Store
+
+pytest.importorskip("ray.tune")
+
+
+def _ray_processes(marker: str) -> list[psutil.Process]:
+    """Processes started for this Ray: their command line or TMPDIR names its directory."""
+    found = []
+    for process in psutil.process_iter(["cmdline", "environ"]):
+        if process.pid == os.getpid():
+            continue
+        try:
+            cmdline = " ".join(process.info["cmdline"] or [])
+            environ = process.info["environ"] or {}
+        except psutil.Error:
+            continue
+        if marker in cmdline or environ.get("TMPDIR") == marker:
+            found.append(process)
+    return found
+
+
+class Watch:
+    """Looks at the system between phases; records what the energy monitor is told."""
+
+    def __init__(self) -> None:
+        self.sut: Any = None
+        self.temp_dir: Path | None = None
+        self.ray_processes: list[psutil.Process] = []
+        self.assigned: list[tuple[int, int | None, int | None, str]] = []
+
+    def factory(self, ctx: Any) -> Any:
+        real_assign = ctx.monitor.assign
+
+        def assign(slot: int, pid: int | None, trial: int | None, kind: str = "trial") -> None:
+            self.assigned.append((slot, pid, trial, kind))
+            real_assign(slot, pid, trial, kind)
+
+        ctx.monitor.assign = assign
+        self.sut = make_system(ctx)
+        return self.sut
+
+    def on_phase(self, timing: Any) -> None:
+        if timing.name == "deploy":
+            self.temp_dir = self.sut.cluster.temp_dir
+            self.ray_processes = _ray_processes(str(self.temp_dir))
+
+
+def test_hyperband_pauses_and_resumes_through_all_seven_phases(spec, tmp_path):
+    spec["system"] = "raytune"
+    spec["workload"]["params"] = {"epoch_s": 0.02}
+    spec["search"].update(pruner="hyperband", max_budget=3, eta=3, max_trials=6)
+    children_before = {p.pid for p in psutil.Process().children(recursive=True)}
+    watch = Watch()
+    result = run_benchmark(
+        Experiment.from_dict(spec),
+        results_root=tmp_path / "results",
+        system_factory=watch.factory,
+        on_phase=watch.on_phase,
+    )
+    store = Store(spec["store"])
+    assert result.status == "completed", store.get_run(result.run_id).error
+    assert [p.name for p in store.phases(result.run_id)] == list(PHASES)
+    assert "HyperBandScheduler" in store.get_run(result.run_id).algorithm
+
+    trials = store.trials(result.run_id)
+    assert [t.number for t in trials] == list(range(6))
+    assert {t.state for t in trials} <= {"completed", "stopped"}
+    assert any(t.state == "completed" and t.budget == 3 for t in trials)
+    reports = store.reports(result.run_id)
+    for t in trials:
+        # A resumed trial continues from its checkpoint: epochs count on, never repeat.
+        epochs = [r.epoch for r in reports if r.trial_id == t.id]
+        assert epochs == list(range(1, t.budget + 1)), (t.number, epochs)
+        assert t.load_s > 0 and t.train_s >= 0.02 * t.budget
+    paused = [c for t in trials for c in store.checkpoints(t.id) if c.kind == "pause"]
+    assert paused, "HyperBand paused no trial"
+    assert all(c.deleted for c in paused)
+
+    best = max((t for t in trials if t.state == "completed"), key=lambda t: t.value)
+    assert result.best_value == best.value
+    assert result.test_metrics["accuracy"] == pytest.approx(best.value)
+
+    # Each trial ran in a Ray actor process the energy monitor was told about; then the test.
+    started = [(pid, trial) for _, pid, trial, kind in watch.assigned if kind == "trial" and pid]
+    assert {trial for _, trial in started} == set(range(6))
+    assert os.getpid() not in {pid for pid, _ in started}
+    assert any(kind == "test" for *_, kind in watch.assigned)
+
+    # Undeploy: Ray is down, its processes are gone, its directory is removed.
+    assert watch.ray_processes, "found no process of the run's Ray while it was up"
+    assert watch.temp_dir is not None and not watch.temp_dir.exists()
+    assert not _ray_processes(str(watch.temp_dir))
+    gone, alive = psutil.wait_procs(watch.ray_processes, timeout=1)
+    assert not alive
+    children_after = {p.pid for p in psutil.Process().children(recursive=True)}
+    assert not (children_after - children_before)
+    assert "TMPDIR" not in os.environ or os.environ["TMPDIR"] != str(watch.temp_dir)

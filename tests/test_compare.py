@@ -1,0 +1,187 @@
+"""`basht compare` for real: native, Optuna and Ray Tune in turn, one table, one comparison kept.
+
+The report tests (tests/report/test_plots.py, test_html.py) read the same comparison: running all
+three systems costs most of a minute, so it runs once per test session (`real_comparison`).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from basht.bench import PHASES
+from basht.bench.systems.compare import parse_systems, run_comparison
+from basht.errors import BashtError
+from basht.experiment import Experiment
+from basht.report.compare import Row, compare_rows
+from basht.report.comparison import Comparison, load_comparison
+from basht.store import Store
+from tests.conftest import BASE
+
+ROOT = Path(__file__).resolve().parents[1]
+SYSTEMS = ("native", "optuna", "raytune")
+TARGET = 0.2  # the sleep curve's better configurations pass it at their second epoch
+
+
+def basht(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-m", "basht.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@dataclass
+class RealComparison:
+    cwd: Path
+    file: Path
+    proc: subprocess.CompletedProcess[str]
+    comparison: Comparison
+    store: Store
+
+
+_REAL: dict[str, RealComparison] = {}
+
+
+def real_comparison(tmp_path_factory: pytest.TempPathFactory) -> RealComparison:
+    """The session's one `basht compare` of all three systems (run on first use)."""
+    if "it" not in _REAL:
+        pytest.importorskip("optuna")
+        pytest.importorskip("ray")
+        cwd = tmp_path_factory.mktemp("compare")
+        spec: dict[str, Any] = copy.deepcopy(BASE)
+        spec["name"] = "cmp"
+        spec["workload"]["params"] = {"epoch_s": 0.02}
+        spec["search"].update(pruner="asha", max_budget=3, eta=3, max_trials=6)
+        spec["measure"] = {"sample_interval_s": 0.2}
+        spec["store"] = f"sqlite:///{cwd / 'basht.db'}"
+        file = cwd / "cmp.yaml"
+        file.write_text(yaml.safe_dump(spec))
+        proc = basht(
+            "compare", str(file), "--systems", ",".join(SYSTEMS), "--target", str(TARGET), "-q",
+            cwd=cwd,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        (folder,) = (cwd / "results").glob("compare-*")
+        comparison = load_comparison(folder)
+        _REAL["it"] = RealComparison(cwd, file, proc, comparison, Store(spec["store"]))
+    return _REAL["it"]
+
+
+@pytest.fixture
+def real(tmp_path_factory: pytest.TempPathFactory) -> RealComparison:
+    return real_comparison(tmp_path_factory)
+
+
+def test_each_system_runs_in_turn_and_one_table_shows_them_side_by_side(real):
+    out = real.proc.stdout
+    header = next(line for line in out.splitlines() if "native" in line and "raytune" in line)
+    assert header.index("native") < header.index("optuna") < header.index("raytune")
+    for label in ("best validation accuracy", "test accuracy", "trials stopped", "JCT (ms)"):
+        assert label in out
+    assert f"time to accuracy ≥ {TARGET:g} (s)" in out
+    assert "deploy (s)" in out and "undeploy (s)" in out and "WR (%)" in out
+
+    runs = real.comparison.runs
+    assert [r.system for r in runs] == list(SYSTEMS)
+    assert all(r.status == "completed" and r.run_id for r in runs)
+    windows = []
+    for entry in runs:
+        phases = real.store.phases(entry.run_id)
+        assert [p.name for p in phases] == list(PHASES)
+        assert real.store.get_run(entry.run_id).system == entry.system
+        assert len(real.store.trials(entry.run_id)) == 6
+        windows.append((phases[0].start, phases[-1].end))
+    # Each system was fully undeployed before the next one was deployed.
+    for (_, end), (start, _) in zip(windows, windows[1:], strict=False):
+        assert end <= start
+
+
+def test_the_rows_hold_every_system_value_and_table_2(real):
+    rows = {r.label: r for r in compare_rows(real.store, real.comparison)}
+    for name in ("TWH (kWh)", "CINT (gCO2eq/kWh)", "JCT (ms)", "OC (USD)", "WTT (ms)", "WR (%)"):
+        assert all(rows[name].values[s] for s in SYSTEMS), name
+    for system, run_id in real.comparison.pairs():
+        run = real.store.get_run(run_id)
+        assert rows["best validation accuracy (max)"].values[system] == [run.best_value]
+        jct = next(m.value for m in real.store.metrics(run_id) if m.name == "JCT")
+        assert rows["JCT (ms)"].values[system] == [jct]
+    # Time to target: the run phase's start to the first report at the target (if any).
+    reached = rows[f"time to accuracy ≥ {TARGET:g} (s)"]
+    assert any(reached.values.values())
+    for system, run_id in real.comparison.pairs():
+        start = next(p.start for p in real.store.phases(run_id) if p.name == "run")
+        first = [r.at - start for r in real.store.reports(run_id) if r.value >= TARGET]
+        assert reached.values[system] == ([pytest.approx(min(first))] if first else [])
+
+
+def test_report_reads_the_comparison_back(real):
+    ident = real.comparison.id
+    proc = basht("report", ident[:20], "--json", cwd=real.cwd)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["comparison"]["id"] == ident
+    row = next(r for r in data["rows"] if r["label"] == "JCT (ms)")
+    assert set(row["cells"]) == set(SYSTEMS)
+    shown = basht("report", ident, cwd=real.cwd)
+    assert shown.returncode == 0 and "raytune" in shown.stdout and "JCT (ms)" in shown.stdout
+
+
+def test_repeat_gives_each_system_several_seeds_and_cells_their_median_and_range(spec, tmp_path):
+    spec["workload"]["params"] = {"epoch_s": 0.01}
+    spec["search"].update(max_budget=2, max_trials=3)
+    comparison = run_comparison(
+        Experiment.from_dict(spec), ["native"], repeat=2, results_root=tmp_path / "results"
+    )
+    assert comparison.seeds == [0, 1]
+    assert [(r.system, r.seed, r.status) for r in comparison.runs] == [
+        ("native", 0, "completed"),
+        ("native", 1, "completed"),
+    ]
+    store = Store(spec["store"])
+    assert [store.get_experiment(store.get_run(r.run_id).experiment_id).spec["seed"]
+            for r in comparison.runs] == [0, 1]  # fmt: skip
+    rows = {r.label: r for r in compare_rows(store, comparison)}
+    assert len(rows["JCT (ms)"].values["native"]) == 2
+    assert "–" in rows["JCT (ms)"].cell("native")
+    assert load_comparison(comparison.id, tmp_path / "results").runs == comparison.runs
+
+
+def test_a_cell_is_the_median_and_range_over_seeds():
+    row = Row("JCT (ms)", values={"native": [3.0, 1.0, 2.0], "optuna": [5.0], "raytune": []})
+    assert row.cell("native") == "2 (1–3)"
+    assert row.cell("optuna") == "5"
+    assert row.cell("raytune") == "-"
+    assert row.median("native") == 2.0
+
+
+def test_bad_input_is_one_line_and_exit_code_2(spec, write_spec, tmp_path):
+    proc = basht("compare", str(write_spec(spec)), "--systems", "native,nope", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "--systems: unknown system 'nope'" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "results").exists()  # nothing ran
+
+
+def test_systems_and_repeats_are_checked_before_anything_runs(spec, tmp_path):
+    assert parse_systems("native, optuna,native") == ["native", "optuna"]
+    with pytest.raises(BashtError, match="unknown system 'ray'"):
+        parse_systems(["ray"])
+    with pytest.raises(BashtError, match="--systems: give at least one of"):
+        parse_systems(",")
+    with pytest.raises(BashtError, match="--repeat: must be at least 1"):
+        run_comparison(Experiment.from_dict(spec), ["native"], repeat=0, results_root=tmp_path)
+    assert not list(tmp_path.iterdir())
