@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
-import click
 import typer
 from rich.console import Console
 
@@ -256,11 +255,15 @@ def main() -> None:
         sys.exit(2)
     except KeyboardInterrupt:
         code = 130
-    except click.exceptions.ClickException as err:
-        err.show()
-        sys.exit(2)
-    except click.exceptions.Abort:
+    except typer.Abort:
         code = 130
+    except typer.TyperException as err:  # a bad option or argument: typer's own click says why
+        show = getattr(err, "show", None)
+        if callable(show):
+            show()
+        else:
+            err_console.print(f"error: {err}", highlight=False)
+        sys.exit(2)
     if code == 130:
         err_console.print("interrupted: finished trials are kept in the store")
     sys.exit(code if isinstance(code, int) else 0)

@@ -141,7 +141,7 @@ class WorkloadSpec(_Strict):
 
 
 class SearchSpec(_Strict):
-    sampler: Literal["random", "grid"] = "random"
+    sampler: Literal["random", "grid", "tpe"] = "random"  # tpe: system optuna only
     pruner: Literal["none", "sha", "asha", "hyperband", "async-hyperband"] = "none"
     metric: str = "accuracy"
     mode: Literal["min", "max"] = "max"
@@ -281,6 +281,8 @@ class Experiment(BaseModel):
         if self.hyperparameter is not None and self.search.sampler != "grid":
             # The original form is a grid by definition.
             self.search = self.search.model_copy(update={"sampler": "grid"})
+        if self.search.sampler == "tpe" and self.system != "optuna":
+            raise ValueError("search.sampler: tpe is Optuna's; use it with system: optuna")
         if self.search.sampler == "grid" and not self.search_space.is_finite:
             raise ValueError("sampler: grid needs a finite space (give `step` or use `choice`)")
         return self

@@ -95,6 +95,8 @@ def resume_benchmark(
     run = store.get_run(run_id)
     if run.status == "completed":
         raise BashtError(f"run {run.id} completed; there is nothing to resume")
+    if run.system != "native":
+        raise BashtError(f"run {run.id} ran on {run.system}; `basht resume` continues native runs")
     spec = dict(store.get_experiment(run.experiment_id).spec)
     spec.pop("space_size", None)
     experiment = Experiment.from_dict(spec, f"run {run.id}")

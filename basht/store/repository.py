@@ -366,8 +366,15 @@ class Store:
 
     # -- checkpoints ------------------------------------------------------------------------
 
-    def add_checkpoint(self, trial_id: int, epoch: int, path: str, kind: str) -> None:
-        size = Path(path).stat().st_size if Path(path).exists() else 0
+    def add_checkpoint(
+        self, trial_id: int, epoch: int, path: str, kind: str, size_bytes: int | None = None
+    ) -> None:
+        if size_bytes is None:
+            try:
+                size_bytes = Path(path).stat().st_size
+            except OSError:
+                size_bytes = 0
+        size = size_bytes
         self._write(
             insert(CheckpointRow).values(
                 trial_id=trial_id,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -387,7 +388,7 @@ class Tuner:
                     old.final_checkpoint = None
             if path:
                 trial.final_checkpoint = path
-                self.store.add_checkpoint(trial.row_id, trial.budget, path, "final")
+                self.store.add_checkpoint(trial.row_id, trial.budget, path, "final", _size(path))
         elif path and self.checkpoint_dir is not None:
             # Another trial completed better while this one was saving: its state is not needed.
             Path(path).unlink(missing_ok=True)
@@ -465,7 +466,7 @@ class Tuner:
         if trial.checkpoint and trial.checkpoint != path:
             self._delete_checkpoint(trial.checkpoint)
         trial.checkpoint = path
-        self.store.add_checkpoint(trial.row_id, trial.budget, path, kind)
+        self.store.add_checkpoint(trial.row_id, trial.budget, path, kind, _size(path))
 
     def _delete_checkpoint(self, path: str) -> None:
         if self.checkpoint_dir is not None:
@@ -525,3 +526,11 @@ class _NoStore:
 
     update_trial = add_trial_time = add_report = add_checkpoint = mark_checkpoint_deleted = _ignore
     log_decision = close = flush = _ignore
+
+
+def _size(path: str) -> int:
+    """Measured now: by the time the writer thread records it, the file may be replaced."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
