@@ -26,10 +26,11 @@ def _wait_for(client, expr: str, timeout_s: float = 20.0):
 
 def test_prometheus_scrapes_the_live_exporter_during_a_run(spec, tmp_path):
     port = free_port()
-    spec["workload"]["params"] = {"epoch_s": 0.4}
+    # Long enough (about 8 s of trials) for many scrapes even on a loaded machine.
+    spec["workload"]["params"] = {"epoch_s": 1.0}
     spec["search"].update(max_budget=3, max_trials=6)
     spec["measure"] = {"prometheus_port": port, "energy": "estimate", "carbon": {"g_per_kwh": 400}}
-    with prometheus(tmp_path, [f"127.0.0.1:{port}"]) as client:
+    with prometheus(tmp_path, [f"127.0.0.1:{port}"], interval_s=0.25) as client:
         result = run_benchmark(Experiment.from_dict(spec), results_root=tmp_path / "results")
         assert result.status == "completed"
         energy = _wait_for(client, "basht_energy_joules_total")
