@@ -466,7 +466,8 @@ class Tuner:
         if trial.checkpoint and trial.checkpoint != path:
             self._delete_checkpoint(trial.checkpoint)
         trial.checkpoint = path
-        self.store.add_checkpoint(trial.row_id, trial.budget, path, kind, _size(path))
+        if self.checkpoint_dir is not None:  # a simulation keeps no files and no records
+            self.store.add_checkpoint(trial.row_id, trial.budget, path, kind, _size(path))
 
     def _delete_checkpoint(self, path: str) -> None:
         if self.checkpoint_dir is not None:
