@@ -50,6 +50,9 @@ class _Bracket:
             rung_levels(min_budget, max_budget, eta, s) if max_budget is not None else None
         )
         self.rungs: list[Rung] = []
+        # False once a scan found nothing promotable, until a rung changes: most suggest() calls
+        # on a busy run find nothing, and the scan is then skipped.
+        self.changed = True
 
     def budget(self, k: int) -> int:
         if self.levels is not None:
@@ -66,6 +69,8 @@ class _Bracket:
 
     def promotable(self) -> tuple[int, int] | None:
         """(trial, rung) of the best promotable trial, looking from the highest rung down."""
+        if not self.changed:
+            return None
         top = len(self.rungs) - 1
         for k in range(top, -1, -1):
             if self.is_top(k):
@@ -73,6 +78,7 @@ class _Bracket:
             trial_id = self.rungs[k].best_promotable(self.eta)
             if trial_id is not None:
                 return trial_id, k
+        self.changed = False
         return None
 
 
@@ -132,6 +138,7 @@ class AsyncSuccessiveHalving:
     def _promote(self, index: int, trial_id: int, k: int) -> Suggestion:
         bracket = self.brackets[index]
         bracket.rungs[k].mark_promoted(trial_id)
+        bracket.changed = True
         trial = self.trials[trial_id]
         trial.rung = k + 1
         meta = {"bracket": index, "rung": k + 1, "promoted_from": k}
@@ -151,6 +158,7 @@ class AsyncSuccessiveHalving:
         while budget >= bracket.budget(trial.rung):
             k = trial.rung
             rank = bracket.rung(k).add(trial_id, cost, self._arrival())
+            bracket.changed = True
             if bracket.is_top(k):
                 return Decision.CONTINUE  # at the maximum budget: the trial completes here
             if self.variant == "promotion":
@@ -172,6 +180,7 @@ class AsyncSuccessiveHalving:
         trial.done = True
         for rung in self.brackets[trial.bracket].rungs:
             rung.withdraw(trial_id)
+        self.brackets[trial.bracket].changed = True
 
     def is_finished(self) -> bool:
         if self.new.available():
