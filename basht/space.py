@@ -25,11 +25,17 @@ class Float:
     step: float | None = None
 
     def sample(self, rng: np.random.Generator) -> float:
+        return self.from_unit(float(rng.random()))
+
+    def from_unit(self, u: float) -> float:
+        """The value at quantile `u` in [0, 1) of this parameter's sampling distribution."""
         if self.step is not None:
-            return float(rng.choice(self.grid()))
+            grid = self.grid()
+            return grid[min(int(u * len(grid)), len(grid) - 1)]
         if self.log:
-            return float(math.exp(rng.uniform(math.log(self.low), math.log(self.high))))
-        return float(rng.uniform(self.low, self.high))
+            lo, hi = math.log(self.low), math.log(self.high)
+            return min(math.exp(lo + u * (hi - lo)), self.high)
+        return self.low + u * (self.high - self.low)
 
     def grid(self) -> list[float]:
         if self.step is None:
@@ -53,12 +59,17 @@ class Int:
     step: int | None = None
 
     def sample(self, rng: np.random.Generator) -> int:
+        return self.from_unit(float(rng.random()))
+
+    def from_unit(self, u: float) -> int:
+        """The value at quantile `u` in [0, 1): uniform over the integers, or their logarithm."""
         if self.step is not None:
-            return int(rng.choice(self.grid()))
+            grid = self.grid()
+            return grid[min(int(u * len(grid)), len(grid) - 1)]
         if self.log:
-            value = math.exp(rng.uniform(math.log(self.low - 0.5), math.log(self.high + 0.5)))
-            return int(min(max(round(value), self.low), self.high))
-        return int(rng.integers(self.low, self.high, endpoint=True))
+            lo, hi = math.log(self.low - 0.5), math.log(self.high + 0.5)
+            return int(min(max(round(math.exp(lo + u * (hi - lo))), self.low), self.high))
+        return min(self.low + int(u * (self.high - self.low + 1)), self.high)
 
     def grid(self) -> list[int]:
         return list(range(self.low, self.high + 1, self.step or 1))
@@ -75,7 +86,10 @@ class Choice:
     values: tuple[Any, ...]
 
     def sample(self, rng: np.random.Generator) -> Any:
-        return _plain(self.values[int(rng.integers(len(self.values)))])
+        return self.from_unit(float(rng.random()))
+
+    def from_unit(self, u: float) -> Any:
+        return _plain(self.values[min(int(u * len(self.values)), len(self.values) - 1)])
 
     def grid(self) -> list[Any]:
         return [_plain(v) for v in self.values]
@@ -113,7 +127,13 @@ class SearchSpace(Mapping[str, Parameter]):
         return f"SearchSpace({self._parameters!r})"
 
     def sample(self, rng: np.random.Generator) -> Config:
-        return {name: p.sample(rng) for name, p in self._parameters.items()}
+        """One configuration: one uniform draw per parameter (a single call to the generator),
+        mapped through each parameter's quantile function."""
+        units = rng.random(len(self._parameters)).tolist()
+        return {
+            name: p.from_unit(u)
+            for (name, p), u in zip(self._parameters.items(), units, strict=True)
+        }
 
     @property
     def size(self) -> float:
