@@ -182,10 +182,11 @@ def restore_from_store(
             told[d.trial] = (d.budget, d.result)
     with store.session() as s:
         rows = s.scalars(select(TrialRow).where(TrialRow.run_id == run_id)).all()
+        # The latest live checkpoint of each trial (later rows overwrite earlier ones).
         checkpoints = {
-            trial_id: path
-            for trial_id, path in s.execute(
-                select(CheckpointRow.trial_id, CheckpointRow.path)
+            trial_id: (path, epoch)
+            for trial_id, path, epoch in s.execute(
+                select(CheckpointRow.trial_id, CheckpointRow.path, CheckpointRow.epoch)
                 .where(CheckpointRow.deleted.is_(False))
                 .order_by(CheckpointRow.id)
             ).all()
@@ -193,7 +194,7 @@ def restore_from_store(
     restored = []
     for row in rows:
         budget, result = told.get(row.number, (0, None))
-        checkpoint = checkpoints.get(row.id)
+        checkpoint, epoch = checkpoints.get(row.id, (None, 0))
         restored.append(
             RestoredTrial(
                 number=row.number,
@@ -204,7 +205,7 @@ def restore_from_store(
                 if row.state == "paused" and last_op.get(row.number) == "suggest"
                 else row.state,
                 # A restarted trial continues from its checkpoint's epoch, or from scratch.
-                budget=_checkpoint_epoch(store, row.id) if checkpoint else 0,
+                budget=epoch,
                 target_budget=row.target_budget,
                 value=row.value,
                 checkpoint=checkpoint,
@@ -213,8 +214,3 @@ def restore_from_store(
             )
         )
     return restored, max((d.seq for d in decisions), default=0)
-
-
-def _checkpoint_epoch(store: Store, trial_row_id: int) -> int:
-    live = [c for c in store.checkpoints(trial_row_id) if not c.deleted]
-    return live[-1].epoch if live else 0
