@@ -64,7 +64,7 @@ class _Bracket:
 
     def rung(self, k: int) -> Rung:
         while len(self.rungs) <= k:
-            self.rungs.append(Rung(self.budget(len(self.rungs))))
+            self.rungs.append(Rung(self.budget(len(self.rungs)), self.eta))
         return self.rungs[k]
 
     def promotable(self) -> tuple[int, int] | None:
@@ -75,7 +75,7 @@ class _Bracket:
         for k in range(top, -1, -1):
             if self.is_top(k):
                 continue  # results at the maximum budget are final
-            trial_id = self.rungs[k].best_promotable(self.eta)
+            trial_id = self.rungs[k].best_promotable()
             if trial_id is not None:
                 return trial_id, k
         self.changed = False
@@ -157,13 +157,13 @@ class AsyncSuccessiveHalving:
         cost = signed(value, self.mode)
         while budget >= bracket.budget(trial.rung):
             k = trial.rung
-            rank = bracket.rung(k).add(trial_id, cost, self._arrival())
+            goes_on = bracket.rung(k).add(trial_id, cost, self._arrival())
             bracket.changed = True
             if bracket.is_top(k):
                 return Decision.CONTINUE  # at the maximum budget: the trial completes here
             if self.variant == "promotion":
                 return Decision.PAUSE  # wait at the rung until suggest() promotes it
-            if rank >= max(1, bracket.rungs[k].top_count(self.eta)):
+            if not goes_on:
                 return Decision.STOP
             trial.rung = k + 1
         return Decision.CONTINUE

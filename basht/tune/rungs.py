@@ -1,4 +1,4 @@
-"""Rung budgets in exact integer arithmetic, and a sorted rung that ranks in O(log n).
+"""Rung budgets in exact integer arithmetic, and a rung that ranks in O(log n).
 
 Ray, Optuna and Determined count rungs with floating-point logarithms and lose one when the log
 lands just below an integer (max 243 with eta 3 gives log 4.999...). Here budgets are products of
@@ -7,9 +7,7 @@ integers, so `rung_levels(1, 243, 3)` is exactly [1, 3, 9, 27, 81, 243].
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from sortedcontainers import SortedList
+from heapq import heappop, heappush
 
 
 def ilog(ratio: int, eta: int) -> int:
@@ -42,58 +40,74 @@ def level(min_budget: int, eta: int, s: int, k: int) -> int:
     return min_budget * eta ** (s + k)
 
 
-@dataclass
 class Rung:
-    """The results recorded at one budget, best first.
+    """The results recorded at one budget, split at its top floor(n/eta).
 
-    Entries are keyed by (signed value, arrival): smaller is better after signing, and of equal
-    values the earlier arrival ranks first, so ties are decided the same way on every replay.
-    `unpromoted` holds the same keys minus those already promoted, so the best promotable entry is
-    its first element and its rank in the whole rung is one bisection away: O(log n) per decision.
+    Entries are keyed by (signed value, arrival, trial): smaller is better after signing, and of
+    equal values the earlier arrival ranks first, so ties are decided the same way on every replay.
+    Two heaps keep the split: `_top` holds the best floor(n/eta) (negated keys, so its worst is at
+    the root) and `_rest` the others (its best at the root); `_waiting` holds the keys not promoted
+    yet, best first. The best promotable trial is then a comparison of two roots, and an add moves
+    at most one key across the split: O(log n) per decision in C heap operations, never a rescan.
     """
 
-    budget: int
-    entries: SortedList = field(default_factory=SortedList)
-    unpromoted: SortedList = field(default_factory=SortedList)
-    keys: dict[int, tuple[float, int, int]] = field(default_factory=dict)
+    def __init__(self, budget: int, eta: int):
+        self.budget, self.eta = budget, eta
+        self.keys: dict[int, tuple[float, int, int]] = {}
+        self._top: list[tuple[float, int, int]] = []
+        self._rest: list[tuple[float, int, int]] = []
+        self._waiting: list[tuple[float, int, int]] = []
+        self._done: set[int] = set()  # promoted or withdrawn: dropped when they reach the root
 
     def __len__(self) -> int:
-        return len(self.entries)
+        return len(self.keys)
 
-    def add(self, trial_id: int, signed_value: float, arrival: int) -> int:
-        """Record a result; returns its rank (0 = best). A trial is recorded once per rung."""
-        if trial_id in self.keys:
-            return self.entries.index(self.keys[trial_id])
-        key = (signed_value, arrival, trial_id)
-        self.keys[trial_id] = key
-        self.entries.add(key)
-        self.unpromoted.add(key)
-        return self.entries.bisect_left(key)
+    def add(self, trial_id: int, signed_value: float, arrival: int) -> bool:
+        """Record a result (once per trial); True if it ranks in the top max(1, floor(n/eta)),
+        counting itself: the stopping variant's test for going on."""
+        key = self.keys.get(trial_id)
+        if key is None:
+            key = (signed_value, arrival, trial_id)
+            self.keys[trial_id] = key
+            top, rest = self._top, self._rest
+            negated = (-signed_value, -arrival, trial_id)
+            if top and negated > top[0]:  # better than the worst of the top
+                heappush(top, negated)
+            else:
+                heappush(rest, key)
+            heappush(self._waiting, key)
+            size = len(self.keys) // self.eta
+            if len(top) > size:
+                v, a, t = heappop(top)
+                heappush(rest, (-v, -a, t))
+            elif len(top) < size:
+                v, a, t = heappop(rest)
+                heappush(top, (-v, -a, t))
+        if self._top:
+            return (-key[0], -key[1], key[2]) >= self._top[0]
+        return self._rest[0] == key  # fewer than eta results: only the best goes on
 
-    def top_count(self, eta: int) -> int:
-        """How many entries are in the top 1/eta: floor(n / eta)."""
-        return len(self.entries) // eta
-
-    def best_promotable(self, eta: int) -> int | None:
+    def best_promotable(self) -> int | None:
         """The best not-yet-promoted trial if it is in the top floor(n/eta), else None."""
-        if not self.unpromoted:
+        waiting, done = self._waiting, self._done
+        while waiting and waiting[0][2] in done:
+            heappop(waiting)
+        if not waiting or not self._top:
             return None
-        key = self.unpromoted[0]
-        if self.entries.bisect_left(key) < self.top_count(eta):
-            return key[2]
-        return None
+        v, a, t = waiting[0]
+        return t if (-v, -a, t) >= self._top[0] else None
 
     def mark_promoted(self, trial_id: int) -> None:
-        self.unpromoted.discard(self.keys[trial_id])
+        self._done.add(trial_id)
 
     def withdraw(self, trial_id: int) -> None:
         """Never promote this trial (it failed); its measured result keeps counting in the rung."""
-        key = self.keys.get(trial_id)
-        if key is not None:
-            self.unpromoted.discard(key)
+        if trial_id in self.keys:
+            self._done.add(trial_id)
 
     def ranked(self) -> list[int]:
-        return [key[2] for key in self.entries]
+        """Trial ids best first (sorts the rung: for inspection, not for decisions)."""
+        return [key[2] for key in sorted(self.keys.values())]
 
 
 def signed(value: float, mode: str) -> float:

@@ -29,11 +29,11 @@ def test_levels_are_exact_powers_up_to_the_maximum(r, eta, k, s):
 
 @given(st.lists(st.floats(-100, 100, allow_nan=False), min_size=1, max_size=60), st.integers(2, 5))
 def test_best_promotable_is_the_best_unpromoted_in_the_top_fraction(values, eta):
-    rung = Rung(1)
+    rung = Rung(1, eta)
     for i, v in enumerate(values):
         rung.add(i, v, i)
     promoted = []
-    while (t := rung.best_promotable(eta)) is not None:
+    while (t := rung.best_promotable()) is not None:
         rung.mark_promoted(t)
         promoted.append(t)
     ranked = sorted(range(len(values)), key=lambda i: (values[i], i))
@@ -41,7 +41,16 @@ def test_best_promotable_is_the_best_unpromoted_in_the_top_fraction(values, eta)
 
 
 def test_ties_go_to_the_earlier_result():
-    rung = Rung(1)
+    rung = Rung(1, 3)
     for trial in (5, 3, 9):
         rung.add(trial, 0.5, arrival=trial)
     assert rung.ranked() == [3, 5, 9]
+
+
+@given(st.lists(st.floats(-100, 100, allow_nan=False), min_size=1, max_size=60), st.integers(2, 5))
+def test_add_says_whether_the_result_ranks_in_the_top_fraction(values, eta):
+    rung = Rung(1, eta)
+    for i, v in enumerate(values):
+        goes_on = rung.add(i, v, i)
+        rank = sorted(range(i + 1), key=lambda j: (values[j], j)).index(i)
+        assert goes_on == (rank < max(1, (i + 1) // eta))
