@@ -7,6 +7,7 @@ import math
 import struct
 from collections.abc import Callable
 from heapq import heappop, heappush
+from math import isfinite
 from statistics import NormalDist
 from typing import Any, Protocol
 
@@ -54,8 +55,8 @@ def _splitmix64(x: int) -> int:
 class SyntheticCurve:
     """A seeded family of realistic learning curves, in the spirit of the ASHA paper's surrogates.
 
-    Each configuration is hashed (its sorted items with the seed, so the result depends neither on
-    call order nor on Python's hash seed) to its own parameters:
+    Each configuration is hashed (its values in name order with the seed, so the result depends
+    neither on call order nor on Python's hash seed) to its own parameters:
 
     - the final accuracy `a_inf`: skewed low, so most configurations are mediocre and few are good,
       and `diverge_p` of them never learn (they stay at `chance`, like a too-large learning rate);
@@ -95,12 +96,28 @@ class SyntheticCurve:
         self.epoch_s, self.time_sigma, self.diverge_p = epoch_s, time_sigma, diverge_p
         # id(config) -> (config, params); the stored reference keeps the id from being reused.
         self._cache: dict[int, tuple[dict[str, Any], tuple[float, ...]]] = {}
+        self._layouts: dict[tuple[str, ...], tuple[tuple[str, ...], bytes, struct.Struct]] = {}
+
+    def _digest(self, config: dict[str, Any]) -> bytes:
+        """48 bytes that identify (seed, config): its values packed as doubles in name order, so
+        no float is printed; configurations with other values (strings, lists) fall back to repr.
+        """
+        names = tuple(config)
+        layout = self._layouts.get(names)
+        if layout is None:
+            ordered = tuple(sorted(names))
+            prefix = b"%d|%s|" % (self.seed, "|".join(ordered).encode())
+            layout = self._layouts[names] = (ordered, prefix, struct.Struct(f"<{len(names)}d"))
+        ordered, prefix, packer = layout
+        try:
+            packed = packer.pack(*[config[name] for name in ordered])
+        except struct.error:
+            packed = repr(sorted(config.items())).encode()
+        return hashlib.blake2b(prefix + packed, digest_size=48).digest()
 
     def params(self, config: dict[str, Any]) -> tuple[float, float, float, float, int]:
         """(a_inf, a0, k, seconds per epoch, noise key) of one configuration."""
-        key = repr(sorted(config.items())).encode()
-        seeded = hashlib.blake2b(b"%d|%s" % (self.seed, key), digest_size=48).digest()
-        words = _SIX_WORDS.unpack(seeded)
+        words = _SIX_WORDS.unpack(self._digest(config))
         u = [((w >> 12) + 0.5) / 2.0**52 for w in words]  # strictly inside (0, 1)
         quality = u[1] ** 2.5
         if u[0] < self.diverge_p:
@@ -168,13 +185,16 @@ class SimulatedExecutor:
         capacity: float | None = None,
         speedup: Callable[[dict[str, Any], float], float] | None = None,
         max_width: float | None = None,
+        trace_best: str | None = None,
     ):
         """With `scheduler` ("fluid" or "fifo") trials get widths out of `capacity` as the real
         engine gives them (basht.engine.packing), and an epoch of width w takes the curve's
         seconds / speedup(config, w) (default w**0.8); without it every worker runs at the curve's
-        pace."""
+        pace. `trace_best` ("max" or "min") keeps the best reported value over time."""
         if workers < 1:
             raise ValueError("a simulated executor needs at least one worker")
+        if trace_best not in (None, "max", "min"):
+            raise ValueError(f"trace_best must be 'max', 'min' or None, not {trace_best!r}")
         if load_s < 0 or not 0.0 <= straggler_p <= 1.0 or straggler_factor < 0:
             raise ValueError("load_s and straggler_factor must be >= 0, straggler_p in [0, 1]")
         self.workers, self.curve, self.metric = workers, curve, metric
@@ -198,6 +218,14 @@ class SimulatedExecutor:
         self._targets: dict[int, int | None] = {}
         self._epoch_s: dict[int, float] = {}
         self.busy_width_s = 0.0  # Σ width × time: what the packing kept busy
+        # Due now, delivered first by the next poll: loaded events (when load_s is 0) and
+        # (kind, trial, epoch, path) of trials a command ended.
+        self._ready: list[Any] = []
+        # With `trace_best`, the best value reported so far and (time, value) at each improvement:
+        # what time-to-target is measured on.
+        self._maximize = trace_best == "max"
+        self.best: float | None = None
+        self.trace: list[tuple[float, float]] | None = [] if trace_best else None
 
     # -- the clock --------------------------------------------------------------------------
 
@@ -215,7 +243,7 @@ class SimulatedExecutor:
 
     @property
     def pending_events(self) -> int:
-        return len(self._heap)
+        return len(self._heap) + len(self._ready)
 
     # -- trials -----------------------------------------------------------------------------
 
@@ -247,7 +275,14 @@ class SimulatedExecutor:
             seconds = self._at_width(trial_id, task.config, seconds)
         seq = self._seq
         self._seq = seq + 2
-        heappush(self._heap, (start, seq, "loaded", trial_id, epoch - 1, self.load_s, None))
+        if self.load_s:
+            heappush(self._heap, (start, seq, "loaded", trial_id, epoch - 1, self.load_s, None))
+        else:  # due now: delivered with the next poll, without a trip through the heap
+            self._ready.append(
+                TrialEvent(
+                    "loaded", trial_id, worker, epoch - 1, {}, 0.0, 0.0, 0.0, None, None, start
+                )
+            )
         heappush(self._heap, (start + seconds, seq + 1, "report", trial_id, epoch, value, seconds))
         return worker
 
@@ -273,7 +308,7 @@ class SimulatedExecutor:
             kind = _ENDINGS.get(command)
             if kind is None:
                 raise ValueError(f"unknown command {command!r}")
-            heappush(self._heap, (self._now, seq, kind, trial_id, state[2], 0.0, path))
+            self._ready.append((kind, trial_id, state[2], path))
 
     def _at_width(self, trial_id: int, config: dict[str, Any], seconds: float) -> float:
         width = self.widths.get(trial_id, 1.0)
@@ -304,45 +339,61 @@ class SimulatedExecutor:
     def poll(self, timeout_s: float | None = None) -> list[TrialEvent]:
         """Every event due at the earliest pending time, with the clock moved there; never waits.
 
-        Nothing pending means every running trial waits for a command: it returns [] at once.
+        Trials ended by a command and trials loaded in no time are due now: they come first, and
+        the clock stays. Nothing pending means every running trial waits for a command: [] at once.
         """
+        events: list[TrialEvent] = []
+        if self._ready:
+            ready, self._ready = self._ready, []
+            for item in ready:
+                events.append(item if type(item) is TrialEvent else self._end(*item))
         heap = self._heap
-        if not heap:
-            return []
+        if not heap or (events and heap[0][0] > self._now):
+            return events
         at = heap[0][0]
         self._now = at
         trials, metric = self._trials, self.metric
-        events: list[TrialEvent] = []
+        trace, maximize, best = self.trace, self._maximize, self.best
         while heap and heap[0][0] == at:
             _, _, kind, trial_id, epoch, number, extra = heappop(heap)
             state = trials[trial_id]
             if kind == "report":
                 state[3] = True
-                event = TrialEvent(
-                    kind,
-                    trial_id,
-                    state[0],
-                    epoch,
-                    {metric: number},
-                    0.0,
-                    extra,
-                    0.0,
-                    None,
-                    None,
-                    at,
+                events.append(
+                    TrialEvent(
+                        kind,
+                        trial_id,
+                        state[0],
+                        epoch,
+                        {metric: number},
+                        0.0,
+                        extra,
+                        0.0,
+                        None,
+                        None,
+                        at,
+                    )
                 )
-            elif kind == "loaded":
-                event = TrialEvent(
-                    kind, trial_id, state[0], epoch, {}, number, 0.0, 0.0, None, None, at
-                )
+                if (
+                    trace is not None
+                    and isfinite(number)
+                    and (best is None or (number > best if maximize else number < best))
+                ):
+                    best = self.best = number
+                    trace.append((at, number))
             else:
-                del trials[trial_id]
-                self._free.append(state[0])
-                if self.scheduler is not None:
-                    self.widths.pop(trial_id, None)
-                    self._replan()
-                event = TrialEvent(
-                    kind, trial_id, state[0], epoch, {}, 0.0, 0.0, 0.0, extra, None, at
+                events.append(
+                    TrialEvent(
+                        kind, trial_id, state[0], epoch, {}, number, 0.0, 0.0, None, None, at
+                    )
                 )
-            events.append(event)
         return events
+
+    def _end(self, kind: str, trial_id: int, epoch: int, path: str | None) -> TrialEvent:
+        """Free the worker of a trial that a command ended."""
+        state = self._trials.pop(trial_id)
+        self._free.append(state[0])
+        if self.scheduler is not None:
+            self.widths.pop(trial_id, None)
+            self._replan()
+        return TrialEvent(kind, trial_id, state[0], epoch, {}, 0.0, 0.0, 0.0, path, None, self._now)
