@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import numbers
 from collections.abc import Mapping
@@ -167,6 +168,10 @@ class TorchMLP:
     uses its own RNG streams (a `torch.Generator` for minibatch order, a saved CPU RNG state for
     dropout) so that pausing and resuming, or other code in the same process drawing random
     numbers, never changes the result.
+
+    With several devices (`Resources.devices`) the trial trains data-parallel: every global
+    minibatch is split across one replica per device, so the engine can grow or shrink a trial
+    between checkpoints without changing its learning dynamics (see `_parallel_step`).
     """
 
     workload_name = "torch-mlp"
@@ -176,11 +181,13 @@ class TorchMLP:
         self._defaults = canonical_keys(params, f"{self.workload_name}: workload.params")
         parse_hparams(self._defaults, f"{self.workload_name}: workload.params")
         self.hparams: HParams | None = None
-        self._model: Any = None
+        self._model: Any = None  # replica 0: the one that is optimised, evaluated and saved
+        self._replicas: list[Any] = []
         self._optimizer: Any = None
         self._generator: Any = None
         self._rng_state: Any = None
         self._data: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._train_data: list[tuple[torch.Tensor, torch.Tensor]] = []  # per replica, on its device
         self._device: Any = None
         self._threads = 1
         self.epochs_done = 0
@@ -206,7 +213,11 @@ class TorchMLP:
     # -- Workload protocol -------------------------------------------------------------------
 
     def load(self, config: dict[str, Any], resources: Resources) -> None:
-        """Read the data and build the model and optimiser, seeded from `resources.seed`."""
+        """Read the data and build the model and optimiser, seeded from `resources.seed`.
+
+        One replica per device in `resources.replicas`, all with the same initial weights; the
+        optimiser belongs to replica 0, which is also the one evaluated and checkpointed.
+        """
         import torch
 
         where = f"{self.workload_name}: config"
@@ -214,14 +225,12 @@ class TorchMLP:
         hp = parse_hparams(values, where)
         self._threads = max(1, int(resources.cpus))
         torch.set_num_threads(self._threads)
-        try:
-            self._device = torch.device(resources.device)
-            torch.empty(0, device=self._device)  # fails here, not mid-run, if it is unusable
-        except (RuntimeError, AssertionError) as err:
-            reason = " ".join(str(err).split())
-            raise WorkloadError(
-                f"{self.workload_name}: cannot use device {resources.device!r} ({reason})"
-            ) from None
+        devices = [self._usable_device(name) for name in resources.replicas]
+        for device in devices:
+            if device.type == "cuda":
+                # Per process and device; set even at 1.0 so a reused worker drops an earlier limit.
+                torch.cuda.set_per_process_memory_fraction(resources.device_share, device)
+        self._device = devices[0]
 
         splits = self._splits().standardised()
         self._data = {
@@ -236,10 +245,19 @@ class TorchMLP:
             )
         }
 
+        x_train, y_train = self._data["train"]
+        by_device = {self._device: (x_train, y_train)}
+        for device in devices[1:]:  # replicas on one device share its copy ("cpu", "cpu": none)
+            if device not in by_device:
+                by_device[device] = (x_train.to(device), y_train.to(device))
+        self._train_data = [by_device[device] for device in devices]
+
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(resources.seed)
             self._model = _build(splits.X_train.shape[1], hp, splits.n_classes).to(self._device)
             self._rng_state = torch.get_rng_state()  # continues into dropout, after init draws
+        self._replicas = [self._model]
+        self._replicas += [copy.deepcopy(self._model).to(device) for device in devices[1:]]
         self._generator = torch.Generator().manual_seed(resources.seed)
         self._optimizer = _optimizer(self._model, hp)
         self.hparams = hp
@@ -258,13 +276,17 @@ class TorchMLP:
         x, y = self._data["train"]
         n, batch = len(y), self.hparams.batch_size
         model, opt = self._model, self._optimizer
-        model.train()
+        for replica in self._replicas:
+            replica.train()
         with torch.random.fork_rng(devices=[]):
             torch.set_rng_state(self._rng_state)
             for _ in range(epochs):
                 order = torch.randperm(n, generator=self._generator).to(self._device)
                 for start in range(0, n, batch):
                     idx = order[start : start + batch]
+                    if len(self._replicas) > 1:
+                        self._parallel_step(idx)
+                        continue
                     opt.zero_grad(set_to_none=True)
                     loss = F.cross_entropy(model(x[idx]), y[idx])
                     loss.backward()
@@ -317,6 +339,7 @@ class TorchMLP:
                 )
         try:
             self._model.load_state_dict(state["model"])
+            self._sync_replicas()  # a checkpoint may come from a run on more or fewer devices
             self._optimizer.load_state_dict(state["optimizer"])
             self._generator.set_state(state["generator"].clone())
             self._rng_state = state["torch_rng"].clone()
@@ -329,6 +352,66 @@ class TorchMLP:
         self.epochs_done = int(state["epochs"])
 
     # -- helpers -----------------------------------------------------------------------------
+
+    def _usable_device(self, name: str) -> torch.device:
+        """`name` as a torch.device, failing at load rather than mid-run if it cannot be used."""
+        import torch
+
+        try:
+            device = torch.device(name)
+            torch.empty(0, device=device)
+        except (RuntimeError, AssertionError) as err:
+            reason = " ".join(str(err).split())
+            raise WorkloadError(
+                f"{self.workload_name}: cannot use device {name!r} ({reason})"
+            ) from None
+        return device
+
+    def _parallel_step(self, idx: torch.Tensor) -> None:
+        """One optimiser step on the global minibatch `idx`, split across the replicas.
+
+        Each replica takes a contiguous shard (sizes differ by at most one) and its mean loss
+        weighted by its share of the batch, so the summed gradients are those of the global batch's
+        mean loss: the same step as on one device, up to floating-point summation order. Dropout
+        masks are drawn per shard, so with dropout > 0 the result differs from one device's (still
+        reproducible for a given number of replicas). Shards run one after another in this process.
+        """
+        import torch
+        import torch.nn.functional as F
+
+        main = self._model
+        for replica in self._replicas:
+            replica.zero_grad(set_to_none=True)
+        shards = torch.tensor_split(idx, len(self._replicas))
+        for replica, (x, y), shard in zip(self._replicas, self._train_data, shards, strict=True):
+            if len(shard) == 0:
+                continue
+            shard = shard.to(x.device)
+            loss = F.cross_entropy(replica(x[shard]), y[shard]) * (len(shard) / len(idx))
+            loss.backward()
+        with torch.no_grad():
+            for replica in self._replicas[1:]:
+                for p0, p in zip(main.parameters(), replica.parameters(), strict=True):
+                    if p.grad is None:
+                        continue
+                    grad = p.grad.to(p0.device)
+                    if p0.grad is None:
+                        p0.grad = grad.clone()
+                    else:
+                        p0.grad.add_(grad)
+        self._optimizer.step()
+        self._sync_replicas()
+
+    def _sync_replicas(self) -> None:
+        """Copy replica 0's weights to the others, which never step themselves."""
+        import torch
+
+        with torch.no_grad():
+            for replica in self._replicas[1:]:
+                for p0, p in zip(self._model.parameters(), replica.parameters(), strict=True):
+                    p.copy_(p0)
+                for b0, b in zip(self._model.buffers(), replica.buffers(), strict=True):
+                    b.copy_(b0)
 
     def _require_loaded(self) -> None:
         if self._model is None:

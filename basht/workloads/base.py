@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -13,6 +14,10 @@ class Resources:
     `seed` is the trial's own seed (model initialisation, shuffling, dropout); the data split is
     seeded by the experiment seed given to the workload's constructor, so every trial sees the same
     train/validation/test split.
+
+    `devices` lets the engine grow a trial to several devices (one data-parallel replica each, the
+    global batch size kept) or shrink it back; empty means the single `device`. `device_share` is
+    the fraction of each device the trial may use, below 1 when trials are packed onto one GPU.
     """
 
     cpus: int = 1
@@ -20,6 +25,21 @@ class Resources:
     device: str = "cpu"
     memory_mb: int = 2048
     seed: int = 0
+    devices: tuple[str, ...] = ()
+    device_share: float = 1.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.devices, str):  # tuple("cuda:0") would silently become six "devices"
+            raise ValueError(f"Resources.devices must be a sequence of names, got {self.devices!r}")
+        object.__setattr__(self, "devices", tuple(str(d) for d in self.devices))
+        share = self.device_share
+        if isinstance(share, bool) or not isinstance(share, numbers.Real) or not 0 < share <= 1:
+            raise ValueError(f"Resources.device_share must be in (0, 1], got {share!r}")
+
+    @property
+    def replicas(self) -> tuple[str, ...]:
+        """The devices to train on, one model replica each, in order; replica 0 evaluates."""
+        return self.devices or (self.device,)
 
 
 @runtime_checkable
