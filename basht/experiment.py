@@ -171,6 +171,9 @@ class ResourcesSpec(_Strict):
     cpus_per_worker: int = Field(default=1, ge=1)
     memory_per_worker_mb: PositiveInt = 2048
     accelerator_memory_mb: int = Field(default=0, ge=0)
+    # The accelerator devices trials are placed on (accelerator: gpu, executor: local); default:
+    # every CUDA device torch sees. ["cpu", "cpu"] rehearses the placement on a machine without.
+    devices: list[str] | None = Field(default=None, min_length=1)
 
 
 class RaySpec(_Strict):
@@ -249,6 +252,9 @@ class EngineSpec(_Strict):
 
     scheduler: Literal["fifo", "fluid"] = "fifo"
     max_width: PositiveInt | None = None  # the most cores (or GPUs) one trial may get
+    # The smallest GPU share a trial gets (1/2, 1/4...: trials share a device; default: an equal
+    # split when there are more workers than devices).
+    min_width: PositiveFloat | None = None
 
 
 class Experiment(BaseModel):
@@ -288,9 +294,17 @@ class Experiment(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _ray_with_ray(self) -> Experiment:
+    def _executor_options(self) -> Experiment:
         if self.ray is not None and self.executor != "ray":
             raise ValueError("`ray` applies only with executor: ray")
+        gpu = self.resources.accelerator == "gpu"
+        if self.resources.devices is not None and not (gpu and self.executor == "local"):
+            raise ValueError(
+                "resources.devices applies to accelerator: gpu with executor: local "
+                "(Ray places GPUs itself)"
+            )
+        if self.engine.min_width is not None and not gpu:
+            raise ValueError("engine.min_width is a GPU share; it needs accelerator: gpu")
         return self
 
     @property

@@ -42,7 +42,12 @@ class NativeSystem:
             self.executor = _ray_executor(exp)
         else:
             self.executor = LocalExecutor(
-                resources.workers, resources.cpus_per_worker, engine.scheduler, engine.max_width
+                resources.workers,
+                resources.cpus_per_worker,
+                engine.scheduler,
+                engine.max_width,
+                devices=_local_devices(exp) if resources.accelerator == "gpu" else None,
+                min_share=engine.min_width,
             )
         self.executor.start()
 
@@ -50,6 +55,10 @@ class NativeSystem:
         assert self.executor is not None
         self.can_checkpoint = not is_function_workload(resolve_workload(self.workload.name))
         self.executor.setup(self.workload)
+        if isinstance(self.executor, LocalExecutor):
+            self.executor.resizable = self.can_checkpoint  # moving devices needs a checkpoint
+            if self.ctx.monitor is not None:
+                self.executor.on_place = self.ctx.monitor.place
         exp = self.ctx.experiment
         self.algorithm = make_algorithm(exp, self.can_checkpoint)
         self.ctx.store.update_run(self.ctx.run_id, algorithm=describe(exp, self.algorithm))
@@ -131,6 +140,24 @@ class NativeSystem:
         if self.executor is not None:
             self.executor.shutdown()
             self.executor = None
+
+
+def _local_devices(exp: Experiment) -> list[str]:
+    """The devices GPU trials are placed on: as listed, or every CUDA device torch sees."""
+    if exp.resources.devices:
+        return list(exp.resources.devices)
+    try:
+        import torch
+
+        count = torch.cuda.device_count()
+    except ImportError:
+        count = 0
+    if not count:
+        raise BashtError(
+            "resources.accelerator: gpu, but no CUDA device is visible here; "
+            "list resources.devices (e.g. [cuda:0, cuda:1]) or use accelerator: cpu"
+        )
+    return [f"cuda:{i}" for i in range(count)]
 
 
 def _ray_executor(exp: Experiment) -> RayExecutor:

@@ -65,6 +65,7 @@ class _Slot:
     kind: str = "trial"
     process: Any = None
     cpu_s: float = 0.0
+    gpus: dict[str, float] = field(default_factory=dict)  # GPU component -> the share it holds
 
 
 @dataclass
@@ -97,6 +98,8 @@ class EnergyMonitor:
         self.source = self.source or open_sources()
         self._lock = threading.RLock()
         self._slots = [_Slot() for _ in range(self.slots)]
+        for slot, device in zip(self._slots, self.slot_devices or (), strict=False):
+            slot.gpus = {device: 1.0}
         self._windows: dict[str, _Window] = {}
         self._device_floor_w: dict[str, float] = {}
         self._samples: list[dict[str, Any]] = []
@@ -187,7 +190,7 @@ class EnergyMonitor:
         intensity: float,
         dt: float = 0.0,
     ) -> None:
-        if component.startswith("gpu:") and self.slot_devices:
+        if component.startswith("gpu:") and any(slot.gpus for slot in self._slots):
             self._book_device(component, energy, intensity, dt)
             return
         active = energy * u
@@ -212,21 +215,18 @@ class EnergyMonitor:
         """A GPU's energy goes to the trials on the slots that own it, not by CPU time.
 
         Its idle floor is the lowest power the device has shown (Kepler's GPU rule); the rest is
-        active and split evenly among the trials sharing the device. The floor is baseline idle
-        while a trial holds the device and allocation idle while none does.
+        active and split among the trials sharing the device by the share each holds. The floor
+        is baseline idle while a trial holds the device and allocation idle while none does.
         """
         power = energy / dt if dt > 0 else 0.0
         if dt > 0:
             self._device_floor_w[device] = min(self._device_floor_w.get(device, power), power)
         idle = min(energy, self._device_floor_w.get(device, 0.0) * dt)
         active = energy - idle
-        owners = [
-            s
-            for s, d in zip(self._slots, self.slot_devices, strict=False)
-            if d == device and s.trial is not None
-        ]
+        owners = [s for s in self._slots if s.trial is not None and device in s.gpus]
+        held = sum(s.gpus[device] for s in owners)
         for slot in owners:
-            self._add(slot.kind, slot.trial, device, active / len(owners), intensity)
+            self._add(slot.kind, slot.trial, device, active * slot.gpus[device] / held, intensity)
         if not owners:
             self._add("overhead", None, device, active, intensity)
         self._add("baseline" if owners else "allocation", None, device, idle, intensity)
@@ -237,6 +237,13 @@ class EnergyMonitor:
         account.emissions_g += joules / J_PER_KWH * g_per_kwh
 
     # -- what the engine tells it -----------------------------------------------------------
+
+    def place(self, slot: int, gpus: dict[str, float]) -> None:
+        """Slot `slot` now holds these GPU components (e.g. {"gpu:0": 0.5}): placement moved it."""
+        with self._lock:
+            if time.time() - self._at > _BOUNDARY_RESOLUTION_S:
+                self.sample()
+            self._slots[slot].gpus = dict(gpus)
 
     def assign(self, slot: int, pid: int | None, trial: int | None, kind: str = "trial") -> None:
         """Slot `slot` now runs `trial` in process `pid` (None: the slot is empty).

@@ -7,10 +7,12 @@ import logging
 import multiprocessing as mp
 import os
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from basht.engine.devices import Placement, check_share, gpu_widths, place
 from basht.engine.messages import CONTINUE, TrialEvent, TrialTask, WorkloadRef
 from basht.engine.packing import TrialLoad, fluid_widths
 from basht.engine.threads import thread_env
@@ -22,14 +24,32 @@ log = logging.getLogger(__name__)
 _START_TIMEOUT_S = 120.0
 
 
+def _device_share(workers: int, devices: int, min_share: float | None) -> float:
+    """The smallest share of a device a trial gets: given, or an equal split of the devices."""
+    if min_share is None:
+        min_share = 1.0
+        while workers * min_share > devices + 1e-9:
+            min_share /= 2
+    try:
+        share = check_share(min_share)
+    except ValueError as err:
+        raise BashtError(f"engine.min_width: {err}") from None
+    if workers * share > devices + 1e-9:
+        raise BashtError(
+            f"engine.min_width: {workers} workers x {share:g} GPU do not fit on {devices} devices"
+        )
+    return share
+
+
 @dataclass
 class _Load:
     """What Fluid knows of a running trial: its budget, progress and epoch times per width."""
 
     target: int | None
     epoch: int
-    width: int = 1
-    epoch_s: dict[int, float] = field(default_factory=dict)
+    width: float = 1
+    epoch_s: dict[float, float] = field(default_factory=dict)
+    placement: Placement | None = None  # the devices it runs on now (GPU trials)
 
     def epochs_left(self) -> int:
         return max(1, (self.target or self.epoch + 1) - self.epoch)
@@ -62,18 +82,44 @@ class LocalExecutor:
     """
 
     def __init__(
-        self, workers: int, threads: int = 1, scheduler: str = "fifo", max_width: int | None = None
+        self,
+        workers: int,
+        threads: int = 1,
+        scheduler: str = "fifo",
+        max_width: float | None = None,
+        devices: Sequence[str] | None = None,
+        min_share: float | None = None,
     ):
         """`scheduler="fluid"` re-plans the running trials' thread counts out of the pool's cores
         (workers × threads) whenever a trial starts or ends; each trial takes its new width at
-        its next epoch, without a restart. `fifo` keeps `threads` each."""
+        its next epoch, without a restart. `fifo` keeps `threads` each.
+
+        With `devices` (accelerator device names, e.g. cuda:0 and cuda:1) widths are in devices
+        instead: each trial gets at least `min_share` of one (a fraction 1/2^k shares a device;
+        default: an equal share when there are more workers than devices), and `fluid` grows a
+        trial over several whole devices by restarting it from its checkpoint at an epoch
+        boundary, its global batch size kept. A trial that shrinks gives its devices back at its
+        next epoch boundary; until then a newly placed trial shares them.
+        """
         if scheduler not in ("fifo", "fluid"):
             raise BashtError(f"engine.scheduler: expected fifo or fluid, got {scheduler!r}")
         self.workers, self.threads, self.scheduler = workers, threads, scheduler
-        self.capacity = workers * threads
+        self.devices = tuple(devices or ())
+        if self.devices:
+            self.min_share = _device_share(workers, len(self.devices), min_share)
+            self.capacity: float = float(len(self.devices))
+        else:
+            self.min_share = 1.0
+            self.capacity = float(workers * threads)
         self.max_width = max_width or self.capacity
+        # A trial that cannot checkpoint (a plain function) cannot move to other devices.
+        self.resizable = True
+        # Told (worker, {"gpu:0": share, ...}) whenever a worker's trial is placed or moved, so
+        # GPU energy goes to the trials that hold each device.
+        self.on_place: Callable[[int, dict[str, float]], None] | None = None
         self._loads: dict[int, _Load] = {}
-        self._planned: dict[int, int] = {}
+        self._planned: dict[int, float] = {}
+        self._placements: dict[int, Placement] = {}
         # width -> measured speed-ups over one thread (t1 / tw), from trials that ran at both
         self._speedups: dict[int, list[float]] = {}
         self._ctx = mp.get_context("spawn")
@@ -178,10 +224,17 @@ class LocalExecutor:
         slot = next((s for s in self._slots if s.trial_id is None), None)
         if slot is None:
             raise BashtError("no idle worker")
-        if self.scheduler == "fluid":
+        if self.devices:
+            load = self._loads[task.trial_id] = _Load(task.target_budget, task.start_epoch)
+            self._replan()
+            placement = self._placements[task.trial_id]
+            load.width, load.placement = placement.width, placement
+            task = replace(task, devices=self._names(placement), device_share=placement.share)
+            self._tell_placement(slot.index, placement)
+        elif self.scheduler == "fluid":
             self._loads[task.trial_id] = _Load(task.target_budget, task.start_epoch)
             self._replan()
-            width = self._planned.get(task.trial_id, 1)
+            width = int(self._planned.get(task.trial_id, 1))
             self._loads[task.trial_id].width = width
             task = replace(task, threads=width)
         slot.trial_id, slot.task = task.trial_id, task
@@ -191,17 +244,39 @@ class LocalExecutor:
     def command(self, trial_id: int, command: str, path: str | None = None) -> None:
         """Answer a trial's report: continue, stop, pause (checkpoint to `path`) or complete."""
         load = self._loads.get(trial_id)
+        if command == CONTINUE and load is not None and self.devices:
+            placement = self._placements.get(trial_id)
+            if placement is not None and placement != load.placement:
+                load.width, load.placement = placement.width, placement
+                change = (self._names(placement), placement.share)
+                slot = self._slot_of(trial_id)
+                slot.conn.send((command, path, change))
+                self._tell_placement(slot.index, placement)
+                return
         planned = self._planned.get(trial_id)
         if command == CONTINUE and load is not None and planned and planned != load.width:
             load.width = planned
-            self._slot_of(trial_id).conn.send((command, path, planned))
+            self._slot_of(trial_id).conn.send((command, path, int(planned)))
             return
         self._slot_of(trial_id).conn.send((command, path))
 
+    def _names(self, placement: Placement) -> tuple[str, ...]:
+        return tuple(self.devices[d] for d in placement.devices)
+
+    def _tell_placement(self, worker: int, placement: Placement) -> None:
+        if self.on_place is None:
+            return
+        components = {}
+        for name in self._names(placement):
+            kind, _, index = name.partition(":")
+            if kind == "cuda":  # NVML numbers GPUs as CUDA does when nothing is masked
+                components[f"gpu:{index or 0}"] = placement.share
+        self.on_place(worker, components)
+
     def _speedup(self, width: float) -> float:
-        """Measured speed-up at `width` threads; linear until measured (so it gets tried)."""
-        seen = self._speedups.get(int(width))
-        if width <= 1 or not seen:
+        """Measured speed-up at `width` (threads or devices); linear until measured."""
+        seen = self._speedups.get(width)
+        if width == 1 or not seen:
             return float(width)
         return sorted(seen)[len(seen) // 2]
 
@@ -214,13 +289,21 @@ class LocalExecutor:
             TrialLoad(
                 trial_id,
                 load.epochs_left() * (load.one_thread_s(self._speedup) or default_s),
-                1.0,
+                self.min_share,
                 float(self.max_width),
                 self._speedup,
             )
             for trial_id, load in self._loads.items()
         ]
-        self._planned = {t: int(w) for t, w in fluid_widths(trials, self.capacity).items()}
+        if not self.devices:
+            self._planned = {t: int(w) for t, w in fluid_widths(trials, self.capacity).items()}
+            return
+        if self.scheduler == "fluid" and self.resizable:
+            widths = gpu_widths(trials, len(self.devices), self.min_share)
+        else:  # fifo, or trials that cannot move: the smallest share each, where they are
+            widths = {t.trial_id: self.min_share for t in trials}
+        current = {t: load.placement for t, load in self._loads.items() if load.placement}
+        self._placements = place(widths, len(self.devices), current)
 
     def _observe(self, event: TrialEvent) -> None:
         load = self._loads.get(event.trial_id)
@@ -230,7 +313,7 @@ class LocalExecutor:
             load.epoch = event.epoch
             load.epoch_s[load.width] = event.train_s + event.validate_s
             one = load.epoch_s.get(1)
-            if one and load.width > 1:
+            if one and load.width != 1:
                 self._speedups.setdefault(load.width, []).append(one / load.epoch_s[load.width])
         elif event.kind != "loaded":
             del self._loads[event.trial_id]
@@ -268,7 +351,7 @@ class LocalExecutor:
                 event = slot.conn.recv()
                 if event.kind not in ("loaded", "report"):
                     slot.trial_id, slot.task = None, None
-                if self.scheduler == "fluid":
+                if self._loads:
                     self._observe(event)
                 events.append(event)
         except (EOFError, OSError):
@@ -297,7 +380,7 @@ class LocalExecutor:
             fresh.conn.send(("setup", self._setup_ref))
             fresh.conn.recv()
         self._slots[self._slots.index(slot)] = fresh
-        if self.scheduler == "fluid":
+        if self._loads:
             for event in events:
                 self._observe(event)
         return events

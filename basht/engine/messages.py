@@ -28,6 +28,8 @@ class TrialTask:
     resume_from: str | None = None
     threads: int | None = None  # the width to start at (Fluid); the worker's own count if None
     group: str | None = None  # the trial group it came in (a rung, a bracket, one fill of workers)
+    devices: tuple[str, ...] = ()  # accelerator devices to train on (GPU trials), one replica each
+    device_share: float = 1.0  # the share of each device, below 1 when trials share a GPU
 
 
 @dataclass(slots=True)  # treated as immutable; see TrialTask

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import os
 import pickle
@@ -109,7 +110,32 @@ class _Worker:
         self.conn.send(TrialEvent(kind, task.trial_id, self.index, at=time.time(), **fields))
 
     def _resources(self, task: TrialTask) -> Resources:
-        return Resources(cpus=task.threads or self.threads, seed=task.seed)
+        devices = task.devices
+        return Resources(
+            cpus=task.threads or self.threads,
+            seed=task.seed,
+            accelerator="gpu" if devices else "cpu",
+            device=devices[0] if devices else "cpu",
+            devices=devices,
+            device_share=task.device_share,
+        )
+
+    def _move(self, workload: Any, task: TrialTask, epoch: int, placement: Any) -> tuple:
+        """Restart a trial from its checkpoint on other devices (Fluid grew or shrank it).
+
+        The workload keeps its global batch size over however many devices it gets, so the
+        result does not depend on the move. Timed and reported as a load.
+        """
+        start = time.perf_counter()
+        devices, share = placement
+        state = workload.state_dict()
+        del workload  # frees its device memory before the new replicas are built
+        task = dataclasses.replace(task, devices=tuple(devices), device_share=share)
+        workload = build_workload(task.workload)
+        workload.load(task.config, self._resources(task))
+        workload.load_state_dict(state)
+        self._send("loaded", task, load_s=time.perf_counter() - start, epoch=epoch)
+        return workload, task
 
     def setup(self, ref: WorkloadRef) -> str | None:
         """Import the workload and let it prepare shared data once per worker (the setup phase)."""
@@ -157,8 +183,11 @@ class _Worker:
             )
             command, path, *rest = self.conn.recv()
             if command == CONTINUE:
-                if rest and rest[0]:
-                    resize(workload, rest[0])  # Fluid: a new width from the next epoch on
+                change = rest[0] if rest else None
+                if isinstance(change, int) and change:
+                    resize(workload, change)  # Fluid: a new thread count from the next epoch on
+                elif change:
+                    workload, task = self._move(workload, task, epoch, change)
                 continue
             if command in (PAUSE, COMPLETE) and path:
                 save_state(workload.state_dict(), path)

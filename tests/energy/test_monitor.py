@@ -147,3 +147,23 @@ def test_gpu_energy_goes_to_the_trials_on_that_device():
         ("overhead", None, "gpu:1"): 20.0,  # nobody on gpu:1: active beyond its floor
         ("allocation", None, "gpu:1"): 40.0,
     }
+
+
+def test_gpu_energy_follows_the_placement_and_the_share_each_trial_holds():
+    monitor = _monitor(slots=2)
+    monitor.close()
+    monitor.accounts.clear()
+    monitor._device_floor_w = {"gpu:0": 0.0, "gpu:1": 0.0}
+    monitor.place(0, {"gpu:0": 0.5})
+    monitor.place(1, {"gpu:0": 0.25})
+    monitor._slots[0].trial, monitor._slots[1].trial = 1, 2
+    monitor._book("gpu:0", 300.0, u=0.1, shares=[0.0, 0.0], intensity=0.0, dt=1.0)
+    monitor.place(0, {"gpu:0": 1.0, "gpu:1": 1.0})  # trial 1 grew over both devices
+    monitor.place(1, {})
+    monitor._book("gpu:1", 60.0, u=0.1, shares=[0.0, 0.0], intensity=0.0, dt=1.0)
+    got = {k: round(a.energy_j, 9) for k, a in monitor.accounts.items() if a.energy_j}
+    assert got == {
+        ("trial", 1, "gpu:0"): 200.0,
+        ("trial", 2, "gpu:0"): 100.0,
+        ("trial", 1, "gpu:1"): 60.0,
+    }
