@@ -3,7 +3,9 @@
 Each report would otherwise hold the driver for a SQLite commit while the workers wait for their
 next command. Writes queue here and a writer thread applies them in the order they were made,
 everything queued at once in one transaction, so the store always holds a prefix of what
-happened (the decision log included). `add_trial` waits for its row id; `flush()` waits for all.
+happened (the decision log included). Nothing waits: `add_trial` hands back a `RowRef` that the
+writer fills in when it inserts the row, and later writes naming it run after that insert (the
+queue keeps their order). `flush()` waits for everything.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from concurrent.futures import Future
 from typing import Any
 
 from basht.store.repository import Store
@@ -19,6 +20,18 @@ from basht.store.repository import Store
 log = logging.getLogger(__name__)
 
 _STOP = object()
+
+
+class RowRef:
+    """A trial's row id before it exists: the writer thread sets `id` when it inserts the row."""
+
+    __slots__ = ("id",)
+
+    def __init__(self) -> None:
+        self.id: int | None = None
+
+    def __repr__(self) -> str:
+        return f"RowRef({self.id})"
 
 
 class WriteBehind:
@@ -47,31 +60,31 @@ class WriteBehind:
             try:
                 if ops:
                     with self.store.batch():
-                        for method, args, kwargs, future in ops:
+                        for method, args, kwargs, ref in ops:
+                            if args and type(args[0]) is RowRef:
+                                args = (args[0].id, *args[1:])
                             result = getattr(self.store, method)(*args, **kwargs)
-                            if future is not None:
-                                future.set_result(result)
+                            if ref is not None:
+                                ref.id = result
             except BaseException as err:  # surfaced to the Tuner at its next call
                 log.error("store write failed: %s", err)
                 self._error = err
-                for *_, future in ops:
-                    if future is not None and not future.done():
-                        future.set_exception(err)
             if self._queue.empty():
                 self._idle.set()
             if stop:
                 return
 
-    def _put(self, method: str, args: tuple, kwargs: dict, future: Future | None = None) -> None:
+    def _put(self, method: str, args: tuple, kwargs: dict, ref: RowRef | None = None) -> None:
         if self._error is not None:
             raise self._error
         self._idle.clear()
-        self._queue.put((method, args, kwargs, future))
+        self._queue.put((method, args, kwargs, ref))
 
-    def add_trial(self, *args: Any, **kwargs: Any) -> int:
-        future: Future[int] = Future()
-        self._put("add_trial", args, kwargs, future)
-        return future.result()
+    def add_trial(self, *args: Any, **kwargs: Any) -> RowRef:
+        """The new row's reference at once; its id is known once the writer has inserted it."""
+        ref = RowRef()
+        self._put("add_trial", args, kwargs, ref)
+        return ref
 
     def update_trial(self, *args: Any, **kwargs: Any) -> None:
         self._put("update_trial", args, kwargs)
