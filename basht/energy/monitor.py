@@ -32,7 +32,7 @@ from basht.energy.sources import CombinedSource, open_sources
 log = logging.getLogger(__name__)
 
 IDLE_KINDS = ("baseline", "allocation", "overhead")
-_BOUNDARY_RESOLUTION_S = 0.02
+_BOUNDARY_RESOLUTION_S = 0.05
 J_PER_KWH = 3.6e6
 
 
@@ -102,6 +102,7 @@ class EnergyMonitor:
             slot.gpus = {device: 1.0}
         self._windows: dict[str, _Window] = {}
         self._device_floor_w: dict[str, float] = {}
+        self._processes: dict[int, psutil.Process] = {}
         self._samples: list[dict[str, Any]] = []
         self.samples_taken = 0
         first = self.source.read()
@@ -245,6 +246,13 @@ class EnergyMonitor:
                 self.sample()
             self._slots[slot].gpus = dict(gpus)
 
+    def _process(self, pid: int) -> psutil.Process:
+        """One psutil handle per worker process: making one reads /proc, and workers persist."""
+        process = self._processes.get(pid)
+        if process is None:
+            process = self._processes[pid] = psutil.Process(pid)
+        return process
+
     def assign(self, slot: int, pid: int | None, trial: int | None, kind: str = "trial") -> None:
         """Slot `slot` now runs `trial` in process `pid` (None: the slot is empty).
 
@@ -253,13 +261,13 @@ class EnergyMonitor:
         """
         with self._lock:
             # Close the interval at the boundary, unless one closed a moment ago: a burst of short
-            # trials would otherwise pay a full read each (what this misplaces is below 20 ms).
+            # trials would otherwise pay a full read each (what this misplaces is below 50 ms).
             if time.time() - self._at > _BOUNDARY_RESOLUTION_S:
                 self.sample()
             s = self._slots[slot]
             if pid != s.pid:
                 s.pid = pid
-                s.process = psutil.Process(pid) if pid is not None else None
+                s.process = self._process(pid) if pid is not None else None
                 s.cpu_s = 0.0
                 if s.process is not None:
                     times = s.process.cpu_times()
