@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import inspect
 import os
 import pickle
@@ -75,16 +76,21 @@ def build_workload(ref: WorkloadRef) -> Any:
 
 def _with_seed(call: Any, ref: WorkloadRef) -> dict[str, Any]:
     params = dict(ref.params)
-    try:
-        signature = inspect.signature(call)
-        takes_seed = "seed" in signature.parameters or any(
-            p.kind is p.VAR_KEYWORD for p in signature.parameters.values()
-        )
-    except (TypeError, ValueError):
-        takes_seed = False
-    if takes_seed and "seed" not in params:
+    if "seed" not in params and _takes_seed(call):
         params["seed"] = ref.experiment_seed
     return params
+
+
+@functools.lru_cache(maxsize=64)
+def _takes_seed(call: Any) -> bool:
+    """Whether `call` accepts a `seed` keyword (asked once per workload, not once per trial)."""
+    try:
+        signature = inspect.signature(call)
+    except (TypeError, ValueError):
+        return False
+    return "seed" in signature.parameters or any(
+        p.kind is p.VAR_KEYWORD for p in signature.parameters.values()
+    )
 
 
 def resize(workload: Any, threads: int) -> None:
