@@ -394,6 +394,8 @@ class LocalExecutor:
         slot = next((s for s in self._slots if s.trial_id is None), None)
         if slot is None:
             raise BashtError("no idle worker for the test phase")
+        if self.devices and not task.devices:  # nothing else runs now: a whole device
+            task = replace(task, devices=(self.devices[0],), device_share=1.0)
         slot.trial_id = task.trial_id
         slot.conn.send(("test", task, budget))
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
