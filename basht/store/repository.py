@@ -81,6 +81,7 @@ _INSERT_TRIAL = insert(TrialRow)
 _INSERT_DECISION = insert(DecisionRow)
 _INSERT_REPORT = insert(TrialReportRow)
 _UPDATE_TRIAL = update(TrialRow).where(TrialRow.id == bindparam("_id"))
+_TRIAL_COLUMNS = frozenset(TrialRow.__table__.columns.keys()) - {"id"}
 _ADD_LOAD_TIME = _UPDATE_TRIAL.values(load_s=TrialRow.load_s + bindparam("_load_s"))
 _ADD_REPORT_TIMES = _UPDATE_TRIAL.values(
     train_s=TrialRow.train_s + bindparam("_train_s"),
@@ -283,8 +284,12 @@ class Store:
     def update_trial(
         self, trial_id: int, decision: dict[str, Any] | None = None, **values: Any
     ) -> None:
+        unknown = values.keys() - _TRIAL_COLUMNS
+        if unknown:
+            raise ValueError(f"update_trial: not a trial column: {', '.join(sorted(unknown))}")
         with self._tx() as conn:
-            conn.execute(_UPDATE_TRIAL, {"_id": trial_id, **values})
+            if values:
+                conn.execute(_UPDATE_TRIAL, {"_id": trial_id, **values})
             if decision is not None:
                 conn.execute(_INSERT_DECISION, decision)
 
