@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,13 +29,20 @@ class Float:
 
     def from_unit(self, u: float) -> float:
         """The value at quantile `u` in [0, 1) of this parameter's sampling distribution."""
+        return self.quantile()(u)
+
+    def quantile(self) -> Callable[[float], float]:
+        """`from_unit` with its constants (the grid, the log bounds) computed once, for drawing
+        many values."""
         if self.step is not None:
-            grid = self.grid()
-            return grid[min(int(u * len(grid)), len(grid) - 1)]
+            return _grid_quantile(self.grid())
+        high = self.high
         if self.log:
-            lo, hi = math.log(self.low), math.log(self.high)
-            return min(math.exp(lo + u * (hi - lo)), self.high)
-        return self.low + u * (self.high - self.low)
+            lo, hi = math.log(self.low), math.log(high)
+            span = hi - lo
+            return lambda u: min(math.exp(lo + u * span), high)
+        low, width = self.low, high - self.low
+        return lambda u: low + u * width
 
     def grid(self) -> list[float]:
         if self.step is None:
@@ -63,13 +70,20 @@ class Int:
 
     def from_unit(self, u: float) -> int:
         """The value at quantile `u` in [0, 1): uniform over the integers, or their logarithm."""
+        return self.quantile()(u)
+
+    def quantile(self) -> Callable[[float], int]:
+        """`from_unit` with its constants (the grid, the log bounds) computed once, for drawing
+        many values."""
         if self.step is not None:
-            grid = self.grid()
-            return grid[min(int(u * len(grid)), len(grid) - 1)]
+            return _grid_quantile(self.grid())
+        low, high = self.low, self.high
         if self.log:
-            lo, hi = math.log(self.low - 0.5), math.log(self.high + 0.5)
-            return int(min(max(round(math.exp(lo + u * (hi - lo))), self.low), self.high))
-        return min(self.low + int(u * (self.high - self.low + 1)), self.high)
+            lo, hi = math.log(low - 0.5), math.log(high + 0.5)
+            span = hi - lo
+            return lambda u: int(min(max(round(math.exp(lo + u * span)), low), high))
+        count = high - low + 1
+        return lambda u: min(low + int(u * count), high)
 
     def grid(self) -> list[int]:
         return list(range(self.low, self.high + 1, self.step or 1))
@@ -89,7 +103,12 @@ class Choice:
         return self.from_unit(float(rng.random()))
 
     def from_unit(self, u: float) -> Any:
-        return _plain(self.values[min(int(u * len(self.values)), len(self.values) - 1)])
+        return self.quantile()(u)
+
+    def quantile(self) -> Callable[[float], Any]:
+        """`from_unit` for drawing many values (a list value is a new list each time)."""
+        values, count = self.values, len(self.values)
+        return lambda u: _plain(values[min(int(u * count), count - 1)])
 
     def grid(self) -> list[Any]:
         return [_plain(v) for v in self.values]
@@ -106,6 +125,11 @@ def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
+def _grid_quantile(grid: list[Any]) -> Callable[[float], Any]:
+    count = len(grid)
+    return lambda u: grid[min(int(u * count), count - 1)]
+
+
 class SearchSpace(Mapping[str, Parameter]):
     """An ordered mapping of names to parameters; the order fixes sampling and grid order."""
 
@@ -113,6 +137,12 @@ class SearchSpace(Mapping[str, Parameter]):
         if not parameters:
             raise ExperimentError("the search space is empty")
         self._parameters = dict(parameters)
+        # (name, quantile function) in order, made at the first draw: a configuration is one
+        # uniform per parameter mapped through these (not pickled: see __reduce__).
+        self._quantiles: tuple[tuple[str, Callable[[float], Any]], ...] | None = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return SearchSpace, (self._parameters,)
 
     def __getitem__(self, name: str) -> Parameter:
         return self._parameters[name]
@@ -129,11 +159,27 @@ class SearchSpace(Mapping[str, Parameter]):
     def sample(self, rng: np.random.Generator) -> Config:
         """One configuration: one uniform draw per parameter (a single call to the generator),
         mapped through each parameter's quantile function."""
-        units = rng.random(len(self._parameters)).tolist()
-        return {
-            name: p.from_unit(u)
-            for (name, p), u in zip(self._parameters.items(), units, strict=True)
-        }
+        return self.from_units(rng.random(len(self._parameters)).tolist())
+
+    def from_units(self, units: Sequence[float]) -> Config:
+        """The configuration at quantiles `units` (one in [0, 1) per parameter, in order)."""
+        quantiles = self._quantiles or self._make_quantiles()
+        return {name: quantile(u) for (name, quantile), u in zip(quantiles, units, strict=True)}
+
+    def from_unit_rows(self, units: Sequence[float]) -> list[Config]:
+        """`from_units` of each consecutive row of len(self) quantiles in `units`, mapped a
+        parameter (a column) at a time: for drawing configurations many at once."""
+        quantiles = self._quantiles or self._make_quantiles()
+        width = len(quantiles)
+        if len(units) % width:
+            raise ValueError(f"{len(units)} quantiles are not rows of {width}")
+        names = [name for name, _ in quantiles]
+        columns = [list(map(q, units[j::width])) for j, (_, q) in enumerate(quantiles)]
+        return [dict(zip(names, row, strict=True)) for row in zip(*columns, strict=True)]
+
+    def _make_quantiles(self) -> tuple[tuple[str, Callable[[float], Any]], ...]:
+        self._quantiles = tuple((name, p.quantile()) for name, p in self._parameters.items())
+        return self._quantiles
 
     @property
     def size(self) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import pickle
 
 import numpy as np
 import pytest
@@ -72,3 +73,42 @@ def test_continuous_space_is_infinite_and_has_no_grid():
 def test_choice_of_lists_samples_lists():
     p = Choice(((8, 8), (16,)))
     assert p.sample(np.random.default_rng(0)) in ([8, 8], [16])
+
+
+@given(u=st.floats(0.0, 1.0, exclude_max=True))
+def test_a_space_maps_units_through_each_parameters_from_unit(u):
+    space = SearchSpace(
+        {
+            "lr": Float(1e-4, 0.3, log=True),
+            "d": Float(0.0, 0.5),
+            "s": Float(0.0, 1.0, step=0.25),
+            "h": Int(16, 256, log=True),
+            "n": Int(1, 7),
+            "k": Int(2, 40, step=3),
+            "w": Choice(((8, 8), (16,))),
+        }
+    )
+    units = [u] * len(space)
+    assert space.from_units(units) == {name: p.from_unit(u) for name, p in space.items()}
+
+
+def test_a_space_pickles_after_sampling_and_samples_the_same():
+    space = SearchSpace({"lr": Float(1e-4, 0.3, log=True), "h": Int(16, 256, log=True)})
+    space.sample(np.random.default_rng(0))
+    copy = pickle.loads(pickle.dumps(space))
+    assert copy.sample(np.random.default_rng(1)) == space.sample(np.random.default_rng(1))
+
+
+def test_bounds_a_log_cannot_take_fail_when_drawn_not_when_declared():
+    space = SearchSpace({"lr": Float(0.0, 1.0, log=True)})
+    with pytest.raises(ValueError):
+        space.sample(np.random.default_rng(0))
+
+
+def test_rows_of_units_map_as_each_row_would():
+    space = SearchSpace({"lr": Float(1e-4, 0.3, log=True), "h": Int(1, 9), "c": Choice(("a", "b"))})
+    units = np.random.default_rng(0).random(3 * 50).tolist()
+    rows = [space.from_units(units[i : i + 3]) for i in range(0, len(units), 3)]
+    assert space.from_unit_rows(units) == rows
+    with pytest.raises(ValueError, match="rows of 3"):
+        space.from_unit_rows(units[:4])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import operator
 import struct
 from collections.abc import Callable
 from heapq import heappop, heappush
@@ -19,7 +20,14 @@ from basht.errors import BashtError
 
 _MASK64 = (1 << 64) - 1
 _ENDINGS = {STOP: "stopped", PAUSE: "paused", COMPLETE: "completed"}
-_INV_CDF = NormalDist().inv_cdf
+try:  # the C function behind NormalDist().inv_cdf: the same quantile without a method call
+    from statistics import _normal_dist_inv_cdf as _normal_quantile
+except ImportError:  # pragma: no cover - other Pythons
+
+    def _normal_quantile(p: float, mu: float, sigma: float) -> float:
+        return NormalDist(mu, sigma).inv_cdf(p)
+
+
 _SIX_WORDS = struct.Struct("<6Q")
 
 
@@ -50,6 +58,10 @@ def _splitmix64(x: int) -> int:
     x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
     x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
     return x ^ (x >> 31)
+
+
+_LOG_HALF = math.log(0.5)
+_TWO_52 = 2.0**52
 
 
 class SyntheticCurve:
@@ -94,9 +106,15 @@ class SyntheticCurve:
         self.seed, self.mode = seed, mode
         self.chance, self.best, self.noise = chance, best, noise
         self.epoch_s, self.time_sigma, self.diverge_p = epoch_s, time_sigma, diverge_p
-        # id(config) -> (config, params); the stored reference keeps the id from being reused.
-        self._cache: dict[int, tuple[dict[str, Any], tuple[float, ...]]] = {}
-        self._layouts: dict[tuple[str, ...], tuple[tuple[str, ...], bytes, struct.Struct]] = {}
+        self._noise2, self._minimize = noise * 2.0, mode == "min"
+        # The weights of the independent normal in the rate's and in the time's z, made once.
+        rho_rate, rho_time = self._RATE_QUALITY_CORR, self._TIME_QUALITY_CORR
+        self._rate_residual = math.sqrt(1 - rho_rate * rho_rate)
+        self._time_residual = math.sqrt(1.0 - rho_time * rho_time)
+        # id(config) -> `_entry(config)`; the stored reference keeps the id from being reused.
+        self._cache: dict[int, tuple[Any, ...]] = {}
+        # names in the config's order -> (prefix, a getter of the values in name order, packer)
+        self._layouts: dict[tuple[str, ...], tuple[bytes, Callable[..., Any], struct.Struct]] = {}
 
     def _digest(self, config: dict[str, Any]) -> bytes:
         """48 bytes that identify (seed, config): its values packed as doubles in name order, so
@@ -105,54 +123,72 @@ class SyntheticCurve:
         names = tuple(config)
         layout = self._layouts.get(names)
         if layout is None:
-            ordered = tuple(sorted(names))
-            prefix = b"%d|%s|" % (self.seed, "|".join(ordered).encode())
-            layout = self._layouts[names] = (ordered, prefix, struct.Struct(f"<{len(names)}d"))
-        ordered, prefix, packer = layout
+            layout = self._layouts[names] = self._layout(names)
+        prefix, values, packer = layout
         try:
-            packed = packer.pack(*[config[name] for name in ordered])
+            packed = packer.pack(*values(config))
         except struct.error:
             packed = repr(sorted(config.items())).encode()
         return hashlib.blake2b(prefix + packed, digest_size=48).digest()
 
+    def _layout(self, names: tuple[str, ...]) -> tuple[bytes, Callable[..., Any], struct.Struct]:
+        """How `_digest` packs configurations with these names: made once per set of names."""
+        ordered = tuple(sorted(names))
+        prefix = b"%d|%s|" % (self.seed, "|".join(ordered).encode())
+        values = operator.itemgetter(*ordered)
+        if len(ordered) == 1:  # itemgetter of one name gives the value, not a tuple
+            values = lambda config, _get=values: (_get(config),)  # noqa: E731
+        return prefix, values, struct.Struct(f"<{len(names)}d")
+
     def params(self, config: dict[str, Any]) -> tuple[float, float, float, float, int]:
         """(a_inf, a0, k, seconds per epoch, noise key) of one configuration."""
-        words = _SIX_WORDS.unpack(self._digest(config))
-        u = [((w >> 12) + 0.5) / 2.0**52 for w in words]  # strictly inside (0, 1)
-        quality = u[1] ** 2.5
-        if u[0] < self.diverge_p:
-            a_inf = a0 = self.chance
+        w0, w1, w2, w3, w4, nkey = _SIX_WORDS.unpack(self._digest(config))
+        # uniforms strictly inside (0, 1), each from the top 52 bits of a word
+        u1 = ((w1 >> 12) + 0.5) / _TWO_52
+        quality = u1**2.5
+        chance = self.chance
+        if ((w0 >> 12) + 0.5) / _TWO_52 < self.diverge_p:
+            a_inf = a0 = chance
         else:
-            a_inf = self.chance + (self.best - self.chance) * quality
-            a0 = self.chance + (a_inf - self.chance) * 0.9 * u[3] ** 1.5
-        z_quality = _INV_CDF(u[1])
+            a_inf = chance + (self.best - chance) * quality
+            a0 = chance + (a_inf - chance) * 0.9 * (((w3 >> 12) + 0.5) / _TWO_52) ** 1.5
+        z_quality = _normal_quantile(u1, 0.0, 1.0)
+        z_rate = _normal_quantile(((w2 >> 12) + 0.5) / _TWO_52, 0.0, 1.0)
         rho = self._RATE_QUALITY_CORR
-        k = math.exp(
-            math.log(0.5) + 0.8 * (rho * z_quality + math.sqrt(1 - rho * rho) * _INV_CDF(u[2]))
-        )
-        rho = self._TIME_QUALITY_CORR
-        z_time = rho * z_quality + math.sqrt(1.0 - rho * rho) * _INV_CDF(u[4])
+        k = math.exp(_LOG_HALF + 0.8 * (rho * z_quality + self._rate_residual * z_rate))
+        z_other = _normal_quantile(((w4 >> 12) + 0.5) / _TWO_52, 0.0, 1.0)
+        z_time = self._TIME_QUALITY_CORR * z_quality + self._time_residual * z_other
         seconds = self.epoch_s * math.exp(self.time_sigma * z_time)
-        return a_inf, a0, k, seconds, words[5]
+        return a_inf, a0, k, seconds, nkey
+
+    def _entry(self, config: dict[str, Any]) -> tuple[Any, ...]:
+        """The cached form of `params` that `__call__` needs: (config, a_inf, a_inf - a0, -k,
+        seconds, noise key), each computed as `__call__` used to, so values stay bit-identical."""
+        a_inf, a0, k, seconds, nkey = self.params(config)
+        entry = (config, a_inf, a_inf - a0, -k, seconds, nkey)
+        if len(self._cache) >= 65536:
+            self._cache.clear()  # bounded: only running trials' configs need to stay
+        self._cache[id(config)] = entry
+        return entry
 
     def __call__(self, config: dict[str, Any], epoch: int) -> tuple[float, float]:
+        # Called once per simulated epoch (millions of times): the splitmix is inlined.
         entry = self._cache.get(id(config))
-        if entry is not None and entry[0] is config:
-            a_inf, a0, k, seconds, nkey = entry[1]
-        else:
-            params = self.params(config)
-            if len(self._cache) >= 65536:
-                self._cache.clear()  # bounded: only running trials' configs need to stay
-            self._cache[id(config)] = (config, params)
-            a_inf, a0, k, seconds, nkey = params
-        h = _splitmix64(nkey ^ epoch)
+        if entry is None or entry[0] is not config:
+            entry = self._entry(config)
+        _, a_inf, span, neg_k, seconds, nkey = entry
+        # _splitmix64(nkey ^ epoch), with the mask written out (a constant, not a global)
+        h = ((nkey ^ epoch) + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+        h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+        h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+        h ^= h >> 31
         # Irwin-Hall of three 21-bit uniforms: near-normal, mean 1.5, sd 0.5.
         s = ((h & 0x1FFFFF) + ((h >> 21) & 0x1FFFFF) + ((h >> 42) & 0x1FFFFF)) / 2097152.0
-        value = a_inf - (a_inf - a0) * epoch**-k + self.noise * 2.0 * (s - 1.5)
+        value = a_inf - span * epoch**neg_k + self._noise2 * (s - 1.5)
         value = 0.0 if value < 0.0 else 1.0 if value > 1.0 else value
         spread = ((h * 0x9E3779B97F4A7C15) >> 48) & 0xFFFF  # other bits than the noise's
         jitter = 1.0 + 0.1 * (spread / 65536.0 - 0.5)  # +-5 % per epoch
-        if self.mode == "min":
+        if self._minimize:
             value = 1.0 - value
         return value, seconds * jitter
 
@@ -203,10 +239,11 @@ class SimulatedExecutor:
         self._rng = np.random.default_rng(seed)
         self._draws: list[float] = []
         self._now = 0.0
-        self._seq = 0
-        # (time, sequence, kind, trial_id, epoch, number, extra): plain tuples, ordered by time
-        # and then by the order they were scheduled, so ties resolve the same way every run.
-        self._heap: list[tuple[float, int, str, int, int, float, Any]] = []
+        # A calendar: the distinct times at which something is due (a heap of plain floats,
+        # cheap to compare), and at each the (kind, trial_id, epoch, number, extra) due then, in
+        # the order they were scheduled, so ties resolve the same way every run.
+        self._times: list[float] = []
+        self._due: dict[float, list[tuple[str, int, int, float, Any]]] = {}
         self._free = list(range(workers - 1, -1, -1))  # a stack: worker 0 is used first
         # trial_id -> [worker, config, epochs done once its pending report arrives, waiting]
         self._trials: dict[int, list[Any]] = {}
@@ -243,12 +280,21 @@ class SimulatedExecutor:
 
     @property
     def pending_events(self) -> int:
-        return len(self._heap) + len(self._ready)
+        return sum(len(due) for due in self._due.values()) + len(self._ready)
+
+    def _schedule(self, at: float, item: tuple[str, int, int, float, Any]) -> None:
+        """Make `item` due at `at`, after whatever was already due then."""
+        due = self._due.get(at)
+        if due is None:
+            self._due[at] = [item]
+            heappush(self._times, at)
+        else:
+            due.append(item)
 
     # -- trials -----------------------------------------------------------------------------
 
-    def _epoch(self, config: dict[str, Any], epoch: int) -> tuple[float, float]:
-        value, seconds = self.curve(config, epoch)
+    def _checked(self, epoch: int, seconds: float) -> float:
+        """The curve's seconds for `epoch`, validated, with a straggler's slowdown if one hits."""
         if not seconds >= 0.0:  # also catches NaN, which would break the clock's order
             raise ValueError(f"the curve gave {seconds!r} seconds for epoch {epoch}")
         if self.straggler_p > 0.0:
@@ -256,7 +302,7 @@ class SimulatedExecutor:
                 self._draws = self._rng.random(4096).tolist()
             if self._draws.pop() < self.straggler_p:
                 seconds *= self.straggler_factor
-        return value, seconds
+        return seconds
 
     def submit(self, task: TrialTask) -> int:
         if not self._free:
@@ -265,25 +311,31 @@ class SimulatedExecutor:
         if trial_id in self._trials:
             raise BashtError(f"trial {trial_id} is already running")
         worker = self._free.pop()
-        start, epoch = self._now + self.load_s, task.start_epoch + 1
-        self._trials[trial_id] = [worker, task.config, epoch, False]
-        self._targets[trial_id] = task.target_budget
-        value, seconds = self._epoch(task.config, epoch)
+        start, epoch, config = self._now + self.load_s, task.start_epoch + 1, task.config
+        self._trials[trial_id] = [worker, config, epoch, False]
+        value, seconds = self.curve(config, epoch)
+        if not seconds >= 0.0 or self.straggler_p > 0.0:
+            seconds = self._checked(epoch, seconds)
         if self.scheduler is not None:
+            self._targets[trial_id] = task.target_budget
             self._epoch_s[trial_id] = seconds
             self._replan()
             seconds = self._at_width(trial_id, task.config, seconds)
-        seq = self._seq
-        self._seq = seq + 2
         if self.load_s:
-            heappush(self._heap, (start, seq, "loaded", trial_id, epoch - 1, self.load_s, None))
-        else:  # due now: delivered with the next poll, without a trip through the heap
+            self._schedule(start, ("loaded", trial_id, epoch - 1, self.load_s, None))
+        else:  # due now: delivered with the next poll, without a trip through the calendar
             self._ready.append(
                 TrialEvent(
                     "loaded", trial_id, worker, epoch - 1, {}, 0.0, 0.0, 0.0, None, None, start
                 )
             )
-        heappush(self._heap, (start + seconds, seq + 1, "report", trial_id, epoch, value, seconds))
+        at, item = start + seconds, ("report", trial_id, epoch, value, seconds)
+        due = self._due.get(at)  # self._schedule(at, item), inlined: once per start
+        if due is None:
+            self._due[at] = [item]
+            heappush(self._times, at)
+        else:
+            due.append(item)
         return worker
 
     def command(self, trial_id: int, command: str, path: str | None = None) -> None:
@@ -292,18 +344,21 @@ class SimulatedExecutor:
         if not state[3]:
             raise BashtError(f"trial {trial_id} is not waiting for a command")
         state[3] = False
-        seq = self._seq
-        self._seq = seq + 1
         if command == CONTINUE:
-            epoch = state[2] + 1
-            state[2] = epoch
-            value, seconds = self._epoch(state[1], epoch)
+            epoch = state[2] = state[2] + 1
+            value, seconds = self.curve(state[1], epoch)
+            if not seconds >= 0.0 or self.straggler_p > 0.0:
+                seconds = self._checked(epoch, seconds)
             if self.scheduler is not None:
                 self._epoch_s[trial_id] = seconds
                 seconds = self._at_width(trial_id, state[1], seconds)
-            heappush(
-                self._heap, (self._now + seconds, seq, "report", trial_id, epoch, value, seconds)
-            )
+            at, item = self._now + seconds, ("report", trial_id, epoch, value, seconds)
+            due = self._due.get(at)  # self._schedule(at, item), inlined: once per epoch
+            if due is None:
+                self._due[at] = [item]
+                heappush(self._times, at)
+            else:
+                due.append(item)
         else:
             kind = _ENDINGS.get(command)
             if kind is None:
@@ -343,19 +398,20 @@ class SimulatedExecutor:
         the clock stays. Nothing pending means every running trial waits for a command: [] at once.
         """
         events: list[TrialEvent] = []
+        times = self._times
         if self._ready:
             ready, self._ready = self._ready, []
             for item in ready:
                 events.append(item if type(item) is TrialEvent else self._end(*item))
-        heap = self._heap
-        if not heap or (events and heap[0][0] > self._now):
+            if not times or times[0] > self._now:
+                return events
+        elif not times:
             return events
-        at = heap[0][0]
+        at = heappop(times)
         self._now = at
         trials, metric = self._trials, self.metric
         trace, maximize, best = self.trace, self._maximize, self.best
-        while heap and heap[0][0] == at:
-            _, _, kind, trial_id, epoch, number, extra = heappop(heap)
+        for kind, trial_id, epoch, number, extra in self._due.pop(at):
             state = trials[trial_id]
             if kind == "report":
                 state[3] = True

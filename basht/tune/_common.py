@@ -28,8 +28,8 @@ class NewConfigs:
         return max(0, min(count, self.max_trials - self.next_id))
 
     def draw(self) -> tuple[int, dict[str, Any]] | None:
-        if not self.available():
-            return None
+        if self.exhausted or (self.max_trials is not None and self.next_id >= self.max_trials):
+            return None  # not self.available(), without the call
         config = self.sampler.next()
         if config is None:
             self.exhausted = True

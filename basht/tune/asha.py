@@ -19,6 +19,7 @@ ends on a trial, time or target limit.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,18 +32,25 @@ from basht.tune.rungs import Rung, ilog, level, rung_levels, signed
 from basht.tune.samplers import Sampler
 
 VARIANTS = ("promotion", "stopping")
+_CONTINUE, _PAUSE, _STOP = Decision.CONTINUE, Decision.PAUSE, Decision.STOP
 
 
-@dataclass
+@dataclass(slots=True)
 class _Trial:
     config: dict[str, Any]
     bracket: int
     rung: int  # the rung the trial is training towards
+    budget: int  # that rung's budget: reports below it only continue
     done: bool = False
 
 
 class _Bracket:
-    """One rung system: rungs at min·eta^(s+k), capped at max_budget when there is one."""
+    """One rung system: rungs at min·eta^(s+k), capped at max_budget when there is one.
+
+    Rungs change only through `add`, `promote` and `withdraw`, which mark them dirty; the best
+    promotable trial of each rung is kept, and `promotable()` recomputes only dirty rungs. A
+    suggest() after one report then looks at one rung, not at all of them.
+    """
 
     def __init__(self, min_budget: int, max_budget: int | None, eta: int, s: int):
         self.min_budget, self.max_budget, self.eta, self.s = min_budget, max_budget, eta, s
@@ -50,9 +58,9 @@ class _Bracket:
             rung_levels(min_budget, max_budget, eta, s) if max_budget is not None else None
         )
         self.rungs: list[Rung] = []
-        # False once a scan found nothing promotable, until a rung changes: most suggest() calls
-        # on a busy run find nothing, and the scan is then skipped.
-        self.changed = True
+        self._best: list[int | None] = []  # per rung: its best promotable trial (None at the top)
+        self._dirty: set[int] = set()
+        self._found: tuple[int, int] | None = None  # promotable()'s answer while nothing is dirty
 
     def budget(self, k: int) -> int:
         if self.levels is not None:
@@ -65,21 +73,39 @@ class _Bracket:
     def rung(self, k: int) -> Rung:
         while len(self.rungs) <= k:
             self.rungs.append(Rung(self.budget(len(self.rungs)), self.eta))
+            self._best.append(None)
         return self.rungs[k]
+
+    def add(self, k: int, trial_id: int, cost: float, arrival: int) -> bool:
+        """Record a result at rung k (see `Rung.add`)."""
+        goes_on = self.rung(k).add(trial_id, cost, arrival)
+        self._dirty.add(k)
+        return goes_on
+
+    def promote(self, k: int, trial_id: int) -> None:
+        self.rungs[k].mark_promoted(trial_id)
+        self._dirty.add(k)
+
+    def withdraw(self, trial_id: int) -> None:
+        for k, rung in enumerate(self.rungs):
+            rung.withdraw(trial_id)
+            self._dirty.add(k)
 
     def promotable(self) -> tuple[int, int] | None:
         """(trial, rung) of the best promotable trial, looking from the highest rung down."""
-        if not self.changed:
-            return None
-        top = len(self.rungs) - 1
-        for k in range(top, -1, -1):
-            if self.is_top(k):
-                continue  # results at the maximum budget are final
-            trial_id = self.rungs[k].best_promotable()
-            if trial_id is not None:
-                return trial_id, k
-        self.changed = False
-        return None
+        dirty = self._dirty
+        if dirty:
+            best, rungs = self._best, self.rungs
+            for k in dirty:
+                # results at the maximum budget are final: never promoted
+                best[k] = None if self.is_top(k) else rungs[k].best_promotable()
+            dirty.clear()
+            self._found = None
+            for k in range(len(best) - 1, -1, -1):
+                if best[k] is not None:
+                    self._found = best[k], k
+                    break
+        return self._found
 
 
 class AsyncSuccessiveHalving:
@@ -113,8 +139,9 @@ class AsyncSuccessiveHalving:
         self.trials: dict[int, _Trial] = {}
         self.arrivals = 0
         # Bracket choice has its own stream, so it never shifts the configurations drawn.
-        self._bracket_rng = np.random.default_rng([seed, 1])
-        self._bracket_weights = _hyperband_weights(brackets, eta)
+        self._bracket_choice = _WeightedChoice(
+            np.random.default_rng([seed, 1]), _hyperband_weights(brackets, eta)
+        )
 
     # -- ask ------------------------------------------------------------------------------------
 
@@ -128,49 +155,44 @@ class AsyncSuccessiveHalving:
         if drawn is None:
             return None
         trial_id, config = drawn
-        index = self._pick_bracket()
-        self.trials[trial_id] = _Trial(config, index, 0)
-        bracket = self.brackets[index]
-        budget = bracket.budget(0) if self.variant == "promotion" else self.max_budget
+        index = 0 if len(self.brackets) == 1 else self._bracket_choice.pick()
+        first = self.brackets[index].budget(0)
+        self.trials[trial_id] = _Trial(config, index, 0, first)
+        budget = first if self.variant == "promotion" else self.max_budget
         assert budget is not None
         return Suggestion(trial_id, config, budget, meta={"bracket": index, "rung": 0})
 
     def _promote(self, index: int, trial_id: int, k: int) -> Suggestion:
         bracket = self.brackets[index]
-        bracket.rungs[k].mark_promoted(trial_id)
-        bracket.changed = True
+        bracket.promote(k, trial_id)
         trial = self.trials[trial_id]
-        trial.rung = k + 1
+        trial.rung, trial.budget = k + 1, bracket.budget(k + 1)
         meta = {"bracket": index, "rung": k + 1, "promoted_from": k}
-        return Suggestion(trial_id, trial.config, bracket.budget(k + 1), resume=True, meta=meta)
-
-    def _pick_bracket(self) -> int:
-        if len(self.brackets) == 1:
-            return 0
-        return int(self._bracket_rng.choice(len(self.brackets), p=self._bracket_weights))
+        return Suggestion(trial_id, trial.config, trial.budget, resume=True, meta=meta)
 
     # -- tell -----------------------------------------------------------------------------------
 
     def report(self, trial_id: int, budget: int, value: float) -> Decision:
         trial = self.trials[trial_id]
-        bracket = self.brackets[trial.bracket]
-        cost = signed(value, self.mode)
-        while budget >= bracket.budget(trial.rung):
-            k = trial.rung
-            goes_on = bracket.rung(k).add(trial_id, cost, self._arrival())
-            bracket.changed = True
-            if bracket.is_top(k):
-                return Decision.CONTINUE  # at the maximum budget: the trial completes here
-            if self.variant == "promotion":
-                return Decision.PAUSE  # wait at the rung until suggest() promotes it
-            if not goes_on:
-                return Decision.STOP
-            trial.rung = k + 1
-        return Decision.CONTINUE
+        if budget < trial.budget:
+            return _CONTINUE  # between rungs: most per-epoch reports end here
+        return self._reach(trial_id, trial, budget, signed(value, self.mode))
 
-    def _arrival(self) -> int:
-        self.arrivals += 1
-        return self.arrivals
+    def _reach(self, trial_id: int, trial: _Trial, budget: int, cost: float) -> Decision:
+        """Record a report at every rung it reached (one, unless it jumped several)."""
+        bracket = self.brackets[trial.bracket]
+        while budget >= trial.budget:
+            k = trial.rung
+            self.arrivals += 1
+            goes_on = bracket.add(k, trial_id, cost, self.arrivals)
+            if bracket.is_top(k):
+                return _CONTINUE  # at the maximum budget: the trial completes here
+            if self.variant == "promotion":
+                return _PAUSE  # wait at the rung until suggest() promotes it
+            if not goes_on:
+                return _STOP
+            trial.rung, trial.budget = k + 1, bracket.budget(k + 1)
+        return _CONTINUE
 
     def complete(self, trial_id: int) -> None:
         self.trials[trial_id].done = True
@@ -178,9 +200,7 @@ class AsyncSuccessiveHalving:
     def fail(self, trial_id: int) -> None:
         trial = self.trials[trial_id]
         trial.done = True
-        for rung in self.brackets[trial.bracket].rungs:
-            rung.withdraw(trial_id)
-        self.brackets[trial.bracket].changed = True
+        self.brackets[trial.bracket].withdraw(trial_id)
 
     def is_finished(self) -> bool:
         if self.new.available():
@@ -198,6 +218,29 @@ def _hyperband_weights(brackets: list[int], eta: int) -> np.ndarray:
     counts = [-(-(top + 1) * eta ** (top - s) // (top - s + 1)) for s in brackets]
     weights = np.array(counts, dtype=float)
     return weights / weights.sum()
+
+
+class _WeightedChoice:
+    """`int(rng.choice(len(p), p=p))`, the same index from the same stream, without its overhead.
+
+    numpy's `choice` draws one `rng.random()` per call and returns its position in the normalised
+    cumulative weights (`searchsorted(..., side="right")`); here the uniforms come a block at a
+    time (the same doubles in the same order) and the position is a `bisect_right`.
+    """
+
+    _BLOCK = 1024
+
+    def __init__(self, rng: np.random.Generator, p: np.ndarray):
+        cdf = p.cumsum()
+        cdf /= cdf[-1]
+        self._cdf: list[float] = cdf.tolist()
+        self._rng = rng
+        self._uniforms: list[float] = []
+
+    def pick(self) -> int:
+        if not self._uniforms:
+            self._uniforms = self._rng.random(self._BLOCK).tolist()[::-1]
+        return bisect_right(self._cdf, self._uniforms.pop())
 
 
 def ASHA(  # noqa: N802 - reads as the algorithm's name

@@ -6,6 +6,8 @@ from basht.space import SearchSpace
 from basht.tune.base import Decision, Suggestion
 from basht.tune.samplers import Sampler, make_sampler
 
+_CONTINUE = Decision.CONTINUE  # bound once: a lookup on the enum class costs a descriptor call
+
 
 class FullBudgetSearch:
     """Random or grid search without early stopping: each configuration runs to `max_budget`."""
@@ -40,7 +42,7 @@ class FullBudgetSearch:
         return suggestion
 
     def report(self, trial_id: int, budget: int, value: float) -> Decision:
-        return Decision.CONTINUE
+        return _CONTINUE
 
     def complete(self, trial_id: int) -> None:
         pass

@@ -13,6 +13,7 @@ Ties go to the earlier result. A failed trial counts as the worst result of its 
 from __future__ import annotations
 
 from collections import deque
+from heapq import heappop, heappush
 from typing import Any
 
 from basht.space import SearchSpace
@@ -20,6 +21,9 @@ from basht.tune._common import NewConfigs, check_budgets, check_mode
 from basht.tune.base import Decision, Suggestion
 from basht.tune.rungs import ilog, rung_levels, signed
 from basht.tune.samplers import Sampler
+
+# Bound once: an enum member looked up on its class costs a descriptor call, once per report.
+_CONTINUE, _PAUSE = Decision.CONTINUE, Decision.PAUSE
 
 
 def bracket_size(s_max: int, s: int, eta: int) -> int:
@@ -43,6 +47,10 @@ class _SyncBracket:
 
     def rung_complete(self) -> bool:
         return self.to_start == 0 and not self.queue and len(self.results) == len(self.members)
+
+    def has_job(self) -> bool:
+        """A trial to resume or a configuration to draw, now."""
+        return not self.done and (bool(self.queue) or self.to_start > 0)
 
     def advance(self) -> list[int]:
         """Close rung k: keep the best, return the trials that are out."""
@@ -91,6 +99,17 @@ class SynchronousHyperband:
         self.configs: dict[int, dict[str, Any]] = {}
         self.arrivals = 0
         self.out: list[int] = []  # trials a closed rung left behind (never resumed)
+        # Indices of the brackets that may have a job, smallest first: suggest() takes the first
+        # bracket with one without looking at the others (at scale thousands are open or done).
+        # Every bracket with a job is in it; one found without a job is dropped.
+        self._with_jobs: list[int] = []
+        self._listed: set[int] = set()
+
+    def _list(self, bracket: _SyncBracket) -> None:
+        """Note that `bracket` has a job (it opened, or a rung closed and queued survivors)."""
+        if bracket.index not in self._listed:
+            self._listed.add(bracket.index)
+            heappush(self._with_jobs, bracket.index)
 
     def _open_bracket(self) -> _SyncBracket | None:
         number = len(self.brackets)
@@ -103,21 +122,34 @@ class SynchronousHyperband:
         levels = rung_levels(self.min_budget, self.max_budget, self.eta, s)
         bracket = _SyncBracket(number, s, levels, n, self.eta)
         self.brackets.append(bracket)
+        self._list(bracket)
         return bracket
 
     def suggest(self) -> Suggestion | None:
-        for bracket in self.brackets:
-            if not bracket.done:
+        """The job of the first bracket (by index) that has one, else a new bracket's."""
+        with_jobs, passed = self._with_jobs, []
+        try:
+            while with_jobs:
+                bracket = self.brackets[with_jobs[0]]
+                if not bracket.has_job():
+                    self._listed.discard(heappop(with_jobs))
+                    continue
                 job = self._job(bracket)
                 if job is not None:
                     return job
-        while True:
-            bracket = self._open_bracket()
-            if bracket is None:
-                return None
-            job = self._job(bracket)
-            if job is not None:
-                return job
+                # Its draw failed: the brackets after it are asked next, as a scan in index
+                # order would; it stays listed if closing its rung queued survivors.
+                passed.append(heappop(with_jobs))
+            while True:
+                bracket = self._open_bracket()
+                if bracket is None:
+                    return None
+                job = self._job(bracket)
+                if job is not None:
+                    return job
+        finally:
+            for index in passed:
+                heappush(with_jobs, index)
 
     def _job(self, bracket: _SyncBracket) -> Suggestion | None:
         budget = bracket.levels[bracket.k]
@@ -143,16 +175,18 @@ class SynchronousHyperband:
     def report(self, trial_id: int, budget: int, value: float) -> Decision:
         bracket = self.brackets[self.trial_bracket[trial_id]]
         if budget < bracket.levels[bracket.k] or trial_id not in bracket.members:
-            return Decision.CONTINUE
+            return _CONTINUE
         self.arrivals += 1
         bracket.results[trial_id] = (signed(value, self.mode), self.arrivals)
         top = bracket.k == len(bracket.levels) - 1
         self._maybe_advance(bracket)
-        return Decision.CONTINUE if top else Decision.PAUSE
+        return _CONTINUE if top else _PAUSE
 
     def _maybe_advance(self, bracket: _SyncBracket) -> None:
         while not bracket.done and bracket.members and bracket.rung_complete():
             self.out.extend(bracket.advance())
+            if bracket.queue:
+                self._list(bracket)
 
     def complete(self, trial_id: int) -> None:
         pass

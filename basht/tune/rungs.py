@@ -7,7 +7,7 @@ integers, so `rung_levels(1, 243, 3)` is exactly [1, 3, 9, 27, 81, 243].
 
 from __future__ import annotations
 
-from heapq import heappop, heappush
+from heapq import heappop, heappush, heappushpop, heapreplace
 
 
 def ilog(ratio: int, eta: int) -> int:
@@ -46,9 +46,12 @@ class Rung:
     Entries are keyed by (signed value, arrival, trial): smaller is better after signing, and of
     equal values the earlier arrival ranks first, so ties are decided the same way on every replay.
     Two heaps keep the split: `_top` holds the best floor(n/eta) (negated keys, so its worst is at
-    the root) and `_rest` the others (its best at the root); `_waiting` holds the keys not promoted
-    yet, best first. The best promotable trial is then a comparison of two roots, and an add moves
-    at most one key across the split: O(log n) per decision in C heap operations, never a rescan.
+    the root) and `_rest` the others (its best at the root); `_waiting` holds, best first, the keys
+    that entered the top and were not promoted yet. Only those can be promoted: the best of them
+    is the best unpromoted key of the rung if any unpromoted key is in the top, and it is in the
+    rest (so nothing is promotable) otherwise. The best promotable trial is then a comparison of
+    two roots, and an add moves at most one key across the split: O(log n) per decision in C heap
+    operations, never a rescan, and `_waiting` stays small (promotions follow entries quickly).
     """
 
     def __init__(self, budget: int, eta: int):
@@ -65,24 +68,32 @@ class Rung:
     def add(self, trial_id: int, signed_value: float, arrival: int) -> bool:
         """Record a result (once per trial); True if it ranks in the top max(1, floor(n/eta)),
         counting itself: the stopping variant's test for going on."""
-        key = self.keys.get(trial_id)
+        keys = self.keys
+        key = keys.get(trial_id)
         if key is None:
             key = (signed_value, arrival, trial_id)
-            self.keys[trial_id] = key
-            top, rest = self._top, self._rest
+            keys[trial_id] = key
+            top = self._top
             negated = (-signed_value, -arrival, trial_id)
-            if top and negated > top[0]:  # better than the worst of the top
-                heappush(top, negated)
-            else:
-                heappush(rest, key)
-            heappush(self._waiting, key)
-            size = len(self.keys) // self.eta
-            if len(top) > size:
-                v, a, t = heappop(top)
-                heappush(rest, (-v, -a, t))
-            elif len(top) < size:
-                v, a, t = heappop(rest)
+            # The top grows by one when n crosses a multiple of eta. Moving a key across the
+            # split is a push-and-pop in one sift: the heaps hold the same keys as with a push
+            # and then a pop.
+            grows = len(top) < len(keys) // self.eta
+            if top and negated > top[0]:  # better than the worst of the top: it joins the top
+                if grows:
+                    heappush(top, negated)
+                else:
+                    v, a, t = heapreplace(top, negated)  # the worst of the top leaves it
+                    heappush(self._rest, (-v, -a, t))
+                heappush(self._waiting, key)
+            elif grows:  # the best of the rest (maybe this key) joins the top
+                best = heappushpop(self._rest, key)
+                v, a, t = best
                 heappush(top, (-v, -a, t))
+                heappush(self._waiting, best)
+            else:
+                heappush(self._rest, key)
+            return negated >= top[0] if top else self._rest[0] == key
         if self._top:
             return (-key[0], -key[1], key[2]) >= self._top[0]
         return self._rest[0] == key  # fewer than eta results: only the best goes on

@@ -20,20 +20,47 @@ class Sampler(Protocol):
 
 
 class RandomSampler:
-    """Independent draws from the space with a numpy Generator seeded once."""
+    """Independent draws from the space with a numpy Generator seeded once.
+
+    Configuration i maps the uniforms i·n .. i·n+n-1 of the generator's stream (n parameters)
+    through the space, as `space.sample(rng)` called once per configuration would. They are
+    drawn and mapped a block of configurations at a time (a numpy call per configuration costs
+    more than the configuration), so `rng` runs ahead of what was used; `get_state` gives the
+    state after the uniforms used, which `set_state` resumes exactly.
+    """
+
+    BLOCK = 256  # configurations drawn per call to the generator
 
     def __init__(self, space: SearchSpace, seed: int = 0):
         self.space = space
         self.rng = np.random.default_rng(seed)
+        self._width = len(space)
+        self._ahead: list[Config] = []  # the rest of the block, last first
+        self._used = 0  # configurations of the block already handed out
+        self._block_state: dict[str, Any] | None = None  # the generator before the block
 
     def next(self) -> Config:
-        return self.space.sample(self.rng)
+        if not self._ahead:
+            self._block_state = self.rng.bit_generator.state
+            units = self.rng.random(self.BLOCK * self._width).tolist()
+            self._ahead = self.space.from_unit_rows(units)[::-1]
+            self._used = 0
+        self._used += 1
+        return self._ahead.pop()
 
     def get_state(self) -> dict[str, Any]:
-        return {"bit_generator": self.rng.bit_generator.state}
+        if self._block_state is None or not self._ahead:
+            return {"bit_generator": self.rng.bit_generator.state}
+        # Replay the uniforms used from the block's start on a copy: the same doubles, so the
+        # same state, whatever the bit generator.
+        bit_generator = getattr(np.random, self._block_state["bit_generator"])()
+        bit_generator.state = self._block_state
+        np.random.Generator(bit_generator).random(self._used * self._width)
+        return {"bit_generator": bit_generator.state}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.rng.bit_generator.state = state["bit_generator"]
+        self._ahead, self._used, self._block_state = [], 0, None
 
 
 class GridSampler:

@@ -31,6 +31,10 @@ from basht.tune.base import Algorithm, Decision, Suggestion, better
 
 log = logging.getLogger(__name__)
 
+# Bound once: the loop below runs once per event, a million times in a large simulation.
+_CONTINUE, _PAUSE, _STOP = Decision.CONTINUE, Decision.PAUSE, Decision.STOP
+_ENDINGS = frozenset(("completed", "paused", "stopped", "failed"))
+
 
 class Executor(Protocol):
     """What the Tuner needs from an engine (local processes, Ray actors, a virtual clock).
@@ -66,7 +70,7 @@ class TunerStatus:
         return self.clock() - self.started
 
 
-@dataclass
+@dataclass(slots=True)
 class _Trial:
     row_id: int
     config: dict[str, Any]
@@ -151,6 +155,7 @@ class Tuner:
         self.clock: Callable[[], float] = getattr(executor, "now", time.time)
         self.workload = workload
         self.metric, self.mode = algorithm.metric, algorithm.mode
+        self._maximize = self.mode == "max"
         self.checkpoint_dir = checkpoint_dir
         self.can_checkpoint = can_checkpoint
         self.target, self.time_budget_s = target, time_budget_s
@@ -164,19 +169,13 @@ class Tuner:
         # Promoted before their pause finished: they start as soon as the pause is recorded.
         self._deferred: set[int] = set()
         self._seq = 0
+        self._groups: dict[tuple[Any, Any], str] = {}  # (bracket, rung) -> its group's name
 
     # -- the loop ---------------------------------------------------------------------------
 
     def run(self) -> TunerStatus:
         try:
-            while True:
-                self._check_limits()
-                self._fill_idle_workers()
-                if not self._running:
-                    break
-                for event in self.executor.poll(0.5):
-                    self._handle(event)
-                self._notify()
+            self._loop()
         except BaseException:
             self._abort_running()
             raise
@@ -187,13 +186,39 @@ class Tuner:
         self._notify()
         return self.status
 
+    def _loop(self) -> None:
+        """Fill idle workers, then handle what the executor reports, until nothing runs.
+
+        A simulation goes round once per event (a million times at scale), so the common path
+        (one report, no idle worker, no store) is written out here with as few calls as it takes.
+        """
+        executor, status, running = self.executor, self.status, self._running
+        poll, handle, on_report, trials = executor.poll, self._handle, self._on_report, self.trials
+        while True:
+            if self.time_budget_s is not None:
+                self._check_limits()
+            if status.stop_reason is None and executor.idle_workers > 0:
+                self._fill_idle_workers()
+            else:
+                self._fill += 1  # a pass that started nothing still counts (group names)
+            if not running:
+                break
+            for event in poll(0.5):
+                if event.kind == "report":
+                    on_report(event, trials[event.trial_id])
+                else:
+                    handle(event)
+            if self.on_update is not None:
+                self.on_update(status)
+
     def _fill_idle_workers(self) -> None:
         # Suggestions made in one pass form a trial group (unless the algorithm names its own:
         # a rung of a bracket), so the engine can plan them together without knowing why.
         self._fill += 1
-        while self.status.stop_reason is None and self.executor.idle_workers > 0:
-            if self._restarts:
-                self._restart(self._restarts.pop(0))
+        executor, status, restarts = self.executor, self.status, self._restarts
+        while status.stop_reason is None and executor.idle_workers > 0:
+            if restarts:
+                self._restart(restarts.pop(0))
                 continue
             suggestion = self.algorithm.suggest()
             if suggestion is None:
@@ -201,39 +226,54 @@ class Tuner:
             self._start(suggestion)
 
     def _start(self, s: Suggestion) -> None:
-        now = self.clock()
-        trial = self.trials.get(s.trial_id)
-        decision = self._log(
-            "suggest", s.trial_id, s.budget, result="resume" if s.resume else "new"
-        )
-        if trial is None:
-            seed = trial_seed(self.workload.experiment_seed, s.trial_id)
-            row_id = self.store.add_trial(
-                self.run_id,
-                s.trial_id,
-                s.config,
-                s.budget,
-                decision=decision,
-                state="running",
-                started_at=now,
+        trial_id = s.trial_id
+        trial = self.trials.get(trial_id)
+        decision = None
+        if self._logging:
+            decision = self._log(
+                "suggest", trial_id, s.budget, result="resume" if s.resume else "new"
             )
-            trial = self.trials[s.trial_id] = _Trial(row_id, dict(s.config), s.budget, seed)
+        if trial is None:
+            seed = trial_seed(self.workload.experiment_seed, trial_id)
+            if self._logging:
+                row_id = self.store.add_trial(
+                    self.run_id,
+                    trial_id,
+                    s.config,
+                    s.budget,
+                    decision=decision,
+                    state="running",
+                    started_at=self.clock(),
+                )
+            else:
+                row_id = self.store.add_trial()  # a number, nothing kept
+            trial = self.trials[trial_id] = _Trial(row_id, dict(s.config), s.budget, seed)
             decision = None
         elif not s.resume:
-            raise RuntimeError(f"trial {s.trial_id} suggested twice without resume")
+            raise RuntimeError(f"trial {trial_id} suggested twice without resume")
         trial.target_budget = s.budget
-        trial.group = (
-            f"b{s.meta['bracket']}r{s.meta['rung']}"
-            if "bracket" in s.meta and "rung" in s.meta
-            else f"fill{self._fill}"
-        )
-        if s.trial_id in self._running:
+        trial.group = self._group(s.meta)
+        if trial_id in self._running:
             # Its checkpoint is still being written: resume it once the pause is recorded.
             if decision is not None:
                 self.store.log_decision(decision)
-            self._deferred.add(s.trial_id)
+            self._deferred.add(trial_id)
             return
-        self._submit(s.trial_id, trial, resume=s.resume, decision=decision)
+        self._submit(trial_id, trial, resume=s.resume, decision=decision)
+
+    def _group(self, meta: dict[str, Any]) -> str:
+        """The trial group: the algorithm's (bracket, rung) if it names one, else this fill pass.
+        Names are made once per rung: a simulation starts a hundred thousand trials."""
+        if "bracket" in meta and "rung" in meta:
+            key = (meta["bracket"], meta["rung"])
+            try:
+                group = self._groups.get(key)
+            except TypeError:  # unhashable names: format them each time
+                return f"b{key[0]}r{key[1]}"
+            if group is None:
+                group = self._groups[key] = f"b{key[0]}r{key[1]}"
+            return group
+        return f"fill{self._fill}"
 
     def _submit(
         self, trial_id: int, trial: _Trial, resume: bool, decision: dict[str, Any] | None = None
@@ -254,16 +294,21 @@ class Tuner:
         trial.worker = worker
         if self.on_trial is not None:
             self.on_trial(trial_id, worker, "start")
-        self._move(trial, "running")
+        counts = self.status.counts  # self._move(trial, "running"), inlined: once per start
+        if trial.state != "pending":
+            counts[trial.state] -= 1
+        counts["running"] += 1
+        trial.state = "running"
         self._running.add(trial_id)
-        self.store.update_trial(
-            trial.row_id,
-            decision=decision,
-            state="running",
-            worker=worker,
-            target_budget=trial.target_budget,
-            ended_at=None,
-        )
+        if self._logging:
+            self.store.update_trial(
+                trial.row_id,
+                decision=decision,
+                state="running",
+                worker=worker,
+                target_budget=trial.target_budget,
+                ended_at=None,
+            )
 
     def _move(self, trial: _Trial, state: str) -> None:
         """Change a trial's state, keeping `status.counts` a count of trials in each state."""
@@ -276,18 +321,20 @@ class Tuner:
 
     def _handle(self, event: TrialEvent) -> None:
         trial = self.trials[event.trial_id]
-        if event.kind == "loaded":
-            self.store.add_trial_time(trial.row_id, load_s=event.load_s)
-        elif event.kind == "report":
+        kind = event.kind
+        if kind == "report":
             self._on_report(event, trial)
-        elif event.kind in ("completed", "paused", "stopped", "failed"):
+        elif kind == "loaded":
+            if self._logging:
+                self.store.add_trial_time(trial.row_id, load_s=event.load_s)
+        elif kind in _ENDINGS:
             self._on_end(event, trial)
 
     def _on_report(self, event: TrialEvent, trial: _Trial) -> None:
         """Decide, answer the worker at once, then record: the write overlaps the next epoch."""
         value = event.metrics.get(self.metric)
-        trial.budget = event.epoch
-        args = (trial.row_id, event.epoch, value, event.metrics, event.train_s, event.validate_s)
+        epoch = event.epoch
+        trial.budget = epoch
         logged = None
         if value is None or not math.isfinite(value):
             got = ", ".join(event.metrics) or "nothing"
@@ -300,23 +347,34 @@ class Tuner:
             self.executor.command(event.trial_id, STOP)
         else:
             trial.value = value
-            if event.epoch < trial.told:
-                decision = Decision.CONTINUE  # the algorithm heard this before a resume
-            elif event.epoch == trial.told and trial.told_decision is not None:
-                decision = trial.told_decision
+            if epoch > trial.told or (epoch == trial.told and trial.told_decision is None):
+                decision = self.algorithm.report(event.trial_id, epoch, value)
+                if self._logging:
+                    logged = self._log("report", event.trial_id, epoch, value, decision.value)
+            elif epoch < trial.told:
+                decision = _CONTINUE  # the algorithm heard this before a resume
             else:
-                decision = self.algorithm.report(event.trial_id, event.epoch, value)
-                logged = self._log("report", event.trial_id, event.epoch, value, decision.value)
+                decision = trial.told_decision
             self._answer(event, trial, value, decision)
-        self.store.add_report(*args, decision=logged)
+        if self._logging:
+            self.store.add_report(
+                trial.row_id,
+                epoch,
+                value,
+                event.metrics,
+                event.train_s,
+                event.validate_s,
+                decision=logged,
+            )
 
     def _answer(self, event: TrialEvent, trial: _Trial, value: float, decision: Decision) -> None:
-        if self._is_target(value):
+        target = self.target
+        if target is not None and (value >= target if self._maximize else value <= target):
             self.status.stop_reason = self.status.stop_reason or f"target {self.target} reached"
             self._complete(event.trial_id, trial)
-        elif decision is Decision.STOP:
+        elif decision is _STOP:
             self.executor.command(event.trial_id, STOP)
-        elif decision is Decision.PAUSE:
+        elif decision is _PAUSE:
             path = (
                 self._checkpoint_path(event.trial_id, event.epoch) if self.can_checkpoint else None
             )
@@ -337,13 +395,17 @@ class Tuner:
         return self._best_completed is None or better(value, self._best_completed[0], self.mode)
 
     def _on_end(self, event: TrialEvent, trial: _Trial) -> None:
-        self._running.discard(event.trial_id)
+        trial_id = event.trial_id
+        self._running.discard(trial_id)
         state, error = event.kind, event.error
         if trial.failure is not None:
             state, error = "failed", trial.failure
         decision = None
         if event.kind == "paused" and event.path:
-            self._replace_checkpoint(trial, event.path, "pause")
+            if self.checkpoint_dir is None:
+                trial.checkpoint = event.path  # no files, no records: _replace_checkpoint's rest
+            else:
+                self._replace_checkpoint(trial, event.path, "pause")
         if state == "completed":
             self.algorithm.complete(event.trial_id)
             decision = self._log("complete", event.trial_id, trial.budget)
@@ -352,23 +414,28 @@ class Tuner:
             self.algorithm.fail(event.trial_id)
             decision = self._log("fail", event.trial_id, trial.budget)
             log.warning("trial %d failed: %s", event.trial_id, error)
-        if event.trial_id in self._deferred:
-            self._deferred.discard(event.trial_id)
+        if self._deferred and trial_id in self._deferred:
+            self._deferred.discard(trial_id)
             if state == "paused":
-                self._restarts.insert(0, event.trial_id)  # the next free worker resumes it
-        if state in ("stopped", "failed") and trial.checkpoint:
+                self._restarts.insert(0, trial_id)  # the next free worker resumes it
+        if trial.checkpoint and state in ("stopped", "failed"):
             self._delete_checkpoint(trial.checkpoint)  # never resumed: free the disk
             trial.checkpoint = None
-        self._move(trial, state)
+        counts = self.status.counts  # self._move(trial, state), inlined: once per end
+        if trial.state != "pending":
+            counts[trial.state] -= 1
+        counts[state] += 1
+        trial.state = state
         if self.on_trial is not None and trial.worker is not None:
-            self.on_trial(event.trial_id, trial.worker, state)
-        self.store.update_trial(
-            trial.row_id,
-            decision=decision,
-            state=state,
-            ended_at=event.at or self.clock(),
-            error=error,
-        )
+            self.on_trial(trial_id, trial.worker, state)
+        if self._logging:
+            self.store.update_trial(
+                trial.row_id,
+                decision=decision,
+                state=state,
+                ended_at=event.at or self.clock(),
+                error=error,
+            )
 
     def _record_completion(self, trial_id: int, trial: _Trial, path: str | None) -> None:
         assert trial.value is not None
@@ -396,7 +463,7 @@ class Tuner:
     def _is_target(self, value: float) -> bool:
         if self.target is None:
             return False
-        return value >= self.target if self.mode == "max" else value <= self.target
+        return value >= self.target if self._maximize else value <= self.target
 
     def _check_limits(self) -> None:
         budget = self.time_budget_s
@@ -457,8 +524,7 @@ class Tuner:
     # -- checkpoints ------------------------------------------------------------------------
 
     def _checkpoint_path(self, trial_id: int, epoch: int, final: bool = False) -> str:
-        kind = "final" if final else "pause"
-        name = f"trial-{trial_id:06d}-{kind}-e{epoch}.pkl"
+        name = f"trial-{trial_id:06d}-{'final' if final else 'pause'}-e{epoch}.pkl"
         # Without a folder (simulation) the name only identifies the state; no file is written.
         return name if self.checkpoint_dir is None else str(self.checkpoint_dir / name)
 

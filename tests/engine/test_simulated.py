@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import math
 import statistics
+import struct
 import time
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import pytest
@@ -20,6 +24,7 @@ from basht.engine import (
     TrialTask,
     WorkloadRef,
 )
+from basht.engine.simulated import _splitmix64
 from basht.errors import BashtError
 from basht.space import Float, Int, SearchSpace
 from basht.tune.base import Decision, Suggestion
@@ -297,3 +302,50 @@ def test_scale_500_workers_20000_trials():
     real_s = time.perf_counter() - started
     assert result.trials == 20_000 and result.counts == {"completed": 20_000}
     print(f"\n20,000 trials on 500 workers: {real_s:.2f} s real, {result.makespan_s:.1f} s virtual")
+
+
+def _reference_curve(seed: int, config: dict[str, float], epoch: int) -> tuple[float, float]:
+    """SyntheticCurve's defaults written out plainly (no caches, nothing inlined)."""
+    names = sorted(config)
+    data = b"%d|%s|" % (seed, "|".join(names).encode())
+    data += struct.pack(f"<{len(names)}d", *(config[n] for n in names))
+    words = struct.unpack("<6Q", hashlib.blake2b(data, digest_size=48).digest())
+    u = [((w >> 12) + 0.5) / 2.0**52 for w in words]
+    normal = NormalDist().inv_cdf
+    chance, best = 0.1, 0.95
+    if u[0] < 0.05:
+        a_inf = a0 = chance
+    else:
+        a_inf = chance + (best - chance) * u[1] ** 2.5
+        a0 = chance + (a_inf - chance) * 0.9 * u[3] ** 1.5
+    z_quality = normal(u[1])
+    k = math.exp(math.log(0.5) + 0.8 * (-0.4 * z_quality + math.sqrt(1 - 0.4 * 0.4) * normal(u[2])))
+    seconds = math.exp(0.5 * (0.3 * z_quality + math.sqrt(1.0 - 0.3 * 0.3) * normal(u[4])))
+    h = _splitmix64(words[5] ^ epoch)
+    s = ((h & 0x1FFFFF) + ((h >> 21) & 0x1FFFFF) + ((h >> 42) & 0x1FFFFF)) / 2097152.0
+    value = min(max(a_inf - (a_inf - a0) * epoch**-k + 0.005 * 2.0 * (s - 1.5), 0.0), 1.0)
+    spread = ((h * 0x9E3779B97F4A7C15) >> 48) & 0xFFFF
+    return value, seconds * (1.0 + 0.1 * (spread / 65536.0 - 0.5))
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_synthetic_curve_values_are_exactly_the_formula(seed):
+    curve, configs = SyntheticCurve(seed=seed), [{"lr": 1e-4 * 1.3**i, "x": i} for i in range(300)]
+    for epoch in (1, 2, 5, 81, 1000):
+        for config in configs:
+            assert curve(config, epoch) == _reference_curve(seed, config, epoch)
+    single = {"lr": 0.3}
+    assert curve(single, 3) == _reference_curve(seed, single, 3)
+
+
+def test_events_due_at_the_same_time_come_in_the_order_they_were_scheduled():
+    ex = SimulatedExecutor(3, FunctionCurve(lambda config, epoch: (0.5, 2.0)))
+    for trial in (5, 3, 9):
+        ex.submit(TrialTask(trial, {}, REF, seed=0))
+    assert [e.trial_id for e in ex.poll()] == [5, 3, 9]  # loaded
+    reports = ex.poll()
+    assert [(e.kind, e.trial_id, e.at) for e in reports] == [("report", t, 2.0) for t in (5, 3, 9)]
+    for trial in (9, 5, 3):
+        ex.command(trial, CONTINUE)
+    assert [e.trial_id for e in ex.poll()] == [9, 5, 3]
+    assert ex.pending_events == 0

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from basht.space import Float, SearchSpace
 from basht.tune import ASHA, AsyncHyperband, Decision
+from basht.tune.asha import _hyperband_weights, _WeightedChoice
 from basht.tune.rungs import signed
 from tests.tune.drive import curve, drive
 
@@ -176,3 +178,47 @@ def test_per_epoch_reports_continue_between_rungs(variant):
     for _, budget, _, d in trace.decisions:
         if budget not in (1, 3, 9, 27):
             assert d is Decision.CONTINUE
+
+
+def _rescanning(make, **kw):
+    """The same algorithm, but every suggest() looks at every rung again (no cached answers)."""
+    algo = make(SPACE, metric="acc", min_budget=1, **kw)
+    plain_suggest = algo.suggest
+
+    def suggest():
+        for bracket in algo.brackets:
+            bracket._dirty.update(range(len(bracket.rungs)))
+        return plain_suggest()
+
+    algo.suggest = suggest
+    return algo
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    hyperband=st.booleans(),
+    workers=st.integers(1, 30),
+    trials=st.integers(1, 300),
+    order=st.integers(0, 10_000),
+    mode=st.sampled_from(["min", "max"]),
+    per_epoch=st.booleans(),
+)
+def test_cached_promotions_match_a_full_rescan(hyperband, workers, trials, order, mode, per_epoch):
+    make = AsyncHyperband if hyperband else ASHA
+    kw = {"mode": mode, "max_budget": 27, "eta": 3, "seed": order, "max_trials": trials}
+    traces = [
+        drive(algo, workers, curve(order), order_seed=order, per_epoch=per_epoch)
+        for algo in (make(SPACE, metric="acc", min_budget=1, **kw), _rescanning(make, **kw))
+    ]
+    fast, slow = ([(s.trial_id, s.budget, s.resume) for s in t.suggestions] for t in traces)
+    assert fast == slow
+    assert traces[0].decisions == traces[1].decisions
+
+
+def test_bracket_draws_are_numpys_weighted_choice():
+    weights = _hyperband_weights([0, 1, 2, 3, 4], 3)
+    for seed in range(3):
+        rng = np.random.default_rng([seed, 1])
+        expected = [int(rng.choice(5, p=weights)) for _ in range(3000)]
+        choice = _WeightedChoice(np.random.default_rng([seed, 1]), weights)
+        assert [choice.pick() for _ in range(3000)] == expected

@@ -7,13 +7,14 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from basht.space import Float, SearchSpace
+from basht.space import Choice, Float, SearchSpace
 from basht.tune import SHA, Decision, Hyperband
-from basht.tune.hyperband import bracket_size
+from basht.tune.hyperband import SynchronousHyperband, bracket_size
 from basht.tune.rungs import signed
 from tests.tune.drive import curve, drive
 
 SPACE = SearchSpace({"x": Float(0.0, 1.0)})
+GRID = SearchSpace({"x": Float(0.0, 1.0, step=0.05), "y": Choice((1, 2))})
 
 
 def _rung_sizes(trace) -> dict[int, Counter[int]]:
@@ -97,3 +98,58 @@ def test_with_a_trial_limit_more_brackets_fill_free_workers():
     assert all(j is not None for j in jobs) and algo.suggest() is None
     assert {j.meta["bracket"] for j in jobs} == {0, 1, 2}
     assert Counter(j.meta["bracket"] for j in jobs) == {0: 9, 1: 9, 2: 2}
+
+
+class _Scanning(SynchronousHyperband):
+    """suggest() as it was: a scan of every bracket in index order (O(brackets) per call)."""
+
+    def suggest(self):
+        for bracket in self.brackets:
+            if not bracket.done:
+                job = self._job(bracket)
+                if job is not None:
+                    return job
+        while True:
+            bracket = self._open_bracket()
+            if bracket is None:
+                return None
+            job = self._job(bracket)
+            if job is not None:
+                return job
+
+
+def _calls(trace) -> list[tuple]:
+    return [(s.trial_id, s.budget, s.resume, s.meta["bracket"]) for s in trace.suggestions] + [
+        (t, b, d) for t, b, _, d in trace.decisions
+    ]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    shapes=st.sampled_from([[0], [0, 1, 2, 3], [1, 2]]),
+    workers=st.integers(1, 40),
+    trials=st.integers(1, 400),
+    order=st.integers(0, 1000),
+    grid=st.booleans(),
+)
+def test_the_first_bracket_with_a_job_is_the_one_a_full_scan_finds(
+    shapes, workers, trials, order, grid
+):
+    # A grid sampler runs out mid-bracket: the bracket shrinks and its draw fails.
+    space = GRID if grid else SPACE
+
+    def make(cls):
+        return cls(
+            space,
+            metric="acc",
+            max_budget=27,
+            eta=3,
+            shapes=shapes,
+            sampler="grid" if grid else "random",
+            seed=order,
+            max_trials=trials,
+        )
+
+    fast = drive(make(SynchronousHyperband), workers, curve(order), order_seed=order)
+    slow = drive(make(_Scanning), workers, curve(order), order_seed=order)
+    assert _calls(fast) == _calls(slow)
