@@ -5,19 +5,32 @@ Tuner on the simulated executor: a virtual clock, N virtual workers, and a synth
 learning curves (`SyntheticCurve`: most configurations mediocre, a few good, curves that cross,
 epoch times that vary by configuration). The trial limit grows with the workers (200 per worker,
 100,000 at 500 workers) so each algorithm has the same number of configurations to work with.
-Time-to-target is virtual: when the first validation value at or above the target is reported.
-Wall time is real: what the simulation itself took on this machine.
 
-    python benchmarks/asha_scale.py [--workers 1 25 500] [--target 0.93] [--seed 0]
+One seed is one landscape (the curve's, the sampler's and the algorithm's seed), and one landscape
+can favour any algorithm, so every setting runs on several seeds (by default 0-4, at 500 workers
+too; `--seeds-large` sets fewer there to save time). Per (workers, algorithm) the table gives the
+median time-to-target over the seeds (a seed that never reaches the target counts as slower than
+any that does; the median is "never" if half or more never reach it), how many seeds reached it,
+that median over ASHA's, in how many seeds ASHA was faster, and the median and maximum real wall
+time. Time-to-target is virtual: when the first validation value at or above the target is
+reported. Wall time is real: what one simulation took on this machine. The JSON keeps every
+seed's run as well as the summary.
+
+    python benchmarks/asha_scale.py [--workers 1 25 500] [--seeds 0 1 2 3 4]
+        [--seeds-large SEED ...] [--target 0.93] [--trials-per-worker 200] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import platform
+import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -41,9 +54,11 @@ ALGORITHMS = {
     "ASHA": ASHA,
     "async Hyperband": AsyncHyperband,
 }
+LARGE = 100  # worker counts from here on run `--seeds-large`
 
 
-def run_one(name: str, workers: int, trials: int, target: float, seed: int) -> dict:
+def run_one(name: str, workers: int, trials: int, target: float, seed: int) -> dict[str, Any]:
+    """One simulated run; `wall_s` is real time, everything else virtual."""
     make = ALGORITHMS[name]
     algorithm = make(
         SPACE,
@@ -63,6 +78,7 @@ def run_one(name: str, workers: int, trials: int, target: float, seed: int) -> d
     return {
         "algorithm": name,
         "workers": workers,
+        "seed": seed,
         "trials": result.trials,
         "time_to_target_s": reached,
         "makespan_s": result.makespan_s,
@@ -71,64 +87,147 @@ def run_one(name: str, workers: int, trials: int, target: float, seed: int) -> d
     }
 
 
+def median_time(times: list[float | None]) -> float | None:
+    """The median time-to-target, a run that never reached the target counting as infinitely
+    slow: None ("never") when half or more never reached it."""
+    median = statistics.median(math.inf if t is None else t for t in times)
+    return None if math.isinf(median) else median
+
+
+def _faster(a: float | None, b: float | None) -> bool:
+    """Whether time-to-target `a` beats `b` (never reaching it loses to reaching it)."""
+    return (math.inf if a is None else a) < (math.inf if b is None else b)
+
+
+def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (workers, algorithm): the seeds' median time-to-target against ASHA's, and wall times."""
+    summary = []
+    for workers in sorted({r["workers"] for r in runs}):
+        group = [r for r in runs if r["workers"] == workers]
+        asha = {r["seed"]: r["time_to_target_s"] for r in group if r["algorithm"] == "ASHA"}
+        for name in ALGORITHMS:
+            rows = [r for r in group if r["algorithm"] == name]
+            if rows:
+                summary.append(_summary_row(name, workers, rows, asha))
+    return summary
+
+
+def _summary_row(
+    name: str, workers: int, rows: list[dict[str, Any]], asha: dict[int, float | None]
+) -> dict[str, Any]:
+    """One algorithm's seeds at one worker count; `asha` is ASHA's time-to-target by seed."""
+    times = [r["time_to_target_s"] for r in rows]
+    walls = [r["wall_s"] for r in rows]
+    median = median_time(times)
+    asha_median = median_time(list(asha.values())) if asha else None
+    return {
+        "workers": workers,
+        "algorithm": name,
+        "trials": rows[0]["trials"],
+        "seeds": [r["seed"] for r in rows],
+        "reached": sum(t is not None for t in times),
+        "median_time_to_target_s": median,
+        "ratio_vs_asha": None if median is None or not asha_median else median / asha_median,
+        # in how many of these seeds ASHA reached the target first (None on ASHA's own row)
+        "asha_faster_in": None
+        if name == "ASHA"
+        else sum(
+            _faster(asha[r["seed"]], r["time_to_target_s"]) for r in rows if r["seed"] in asha
+        ),
+        "median_wall_s": statistics.median(walls),
+        "max_wall_s": max(walls),
+    }
+
+
+def _minutes(seconds: float | None) -> str:
+    return "never" if seconds is None else f"{seconds / 60:.2f}"
+
+
+def print_table(summary: list[dict[str, Any]], target: float) -> None:
+    table = Table(
+        title=f"time to accuracy >= {target}: median over seeds (virtual minutes), "
+        "eta 3, budgets 1..81"
+    )
+    columns = (
+        "workers",
+        "trials",
+        "algorithm",
+        "reached",
+        "median time to target (min)",
+        "vs ASHA",
+        "ASHA faster in",
+        "median wall (s)",
+        "max wall (s)",
+    )
+    for column in columns:
+        table.add_column(column, justify="left" if column == "algorithm" else "right")
+    workers = None
+    for s in summary:
+        if workers is not None and s["workers"] != workers:
+            table.add_section()
+        workers, n = s["workers"], len(s["seeds"])
+        table.add_row(
+            str(s["workers"]),
+            f"{s['trials']:,}",
+            s["algorithm"],
+            f"{s['reached']}/{n}",
+            _minutes(s["median_time_to_target_s"]),
+            "-" if s["ratio_vs_asha"] is None else f"{s['ratio_vs_asha']:.2f}x",
+            "-" if s["algorithm"] == "ASHA" else f"{s['asha_faster_in']}/{n}",
+            f"{s['median_wall_s']:.2f}",
+            f"{s['max_wall_s']:.2f}",
+        )
+    Console(width=160).print(table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 25, 500])
     parser.add_argument("--trials-per-worker", type=int, default=200)
     parser.add_argument("--target", type=float, default=0.93)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument(
+        "--seeds-large",
+        type=int,
+        nargs="+",
+        default=None,
+        help=f"seeds for {LARGE} or more workers (default: --seeds)",
+    )
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "asha_scale.json"
     )
     args = parser.parse_args()
+    seeds_large = args.seeds_large if args.seeds_large is not None else args.seeds
 
-    rows = []
+    started = time.perf_counter()
+    runs = []
     for workers in args.workers:
         trials = args.trials_per_worker * workers
-        for name in ALGORITHMS:
-            rows.append(run_one(name, workers, trials, args.target, args.seed))
+        for seed in seeds_large if workers >= LARGE else args.seeds:
+            for name in ALGORITHMS:
+                runs.append(run_one(name, workers, trials, args.target, seed))
+    total_s = time.perf_counter() - started
 
-    table = Table(
-        title=f"time to accuracy >= {args.target} (virtual minutes), eta 3, budgets 1..81"
-    )
-    for column in (
-        "workers",
-        "trials",
-        "algorithm",
-        "time to target (min)",
-        "vs ASHA",
-        "best value",
-        "makespan (min)",
-        "real wall (s)",
-    ):
-        table.add_column(column, justify="left" if column == "algorithm" else "right")
-    for workers in args.workers:
-        group = [r for r in rows if r["workers"] == workers]
-        asha = next(r for r in group if r["algorithm"] == "ASHA")["time_to_target_s"]
-        for r in group:
-            ttt = r["time_to_target_s"]
-            r["ratio_vs_asha"] = None if ttt is None or asha is None else ttt / asha
-            table.add_row(
-                str(workers),
-                f"{r['trials']:,}",
-                r["algorithm"],
-                "never" if ttt is None else f"{ttt / 60:.2f}",
-                "-" if r["ratio_vs_asha"] is None else f"{r['ratio_vs_asha']:.2f}x",
-                f"{r['best_value']:.4f}",
-                f"{r['makespan_s'] / 60:.1f}",
-                f"{r['wall_s']:.2f}",
-            )
-        table.add_section()
-    Console(width=140).print(table)
+    summary = summarize(runs)
+    print_table(summary, args.target)
+    print(f"{len(runs)} simulations in {total_s:.0f} s")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(
         json.dumps(
             {
                 "benchmark": "asha_scale",
-                "machine": {"python": platform.python_version()},
+                "machine": {
+                    "python": platform.python_version(),
+                    "platform": platform.platform(),
+                    "cpus": os.cpu_count(),
+                },
                 "target": args.target,
-                "seed": args.seed,
-                "results": rows,
+                "trials_per_worker": args.trials_per_worker,
+                "seeds": args.seeds,
+                "seeds_large": seeds_large,
+                "total_wall_s": total_s,
+                "summary": summary,
+                "runs": runs,
             },
             indent=2,
         )
