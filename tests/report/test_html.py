@@ -101,7 +101,15 @@ def test_chromium_renders_every_plot(page, tmp_path):
 
 def test_chromium_screenshot_shows_the_plots(page, tmp_path):
     shot = tmp_path / "shot.png"
-    proc = _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1200,2600", page.as_uri())
+    # At twice the pixel density, as on a laptop screen: a short, thin line (a run that reached
+    # the target in a few reports) is then drawn in its own colour, not only blended with white.
+    proc = _chromium(
+        tmp_path,
+        f"--screenshot={shot}",
+        "--window-size=1200,2600",
+        "--force-device-scale-factor=2",
+        page.as_uri(),
+    )
     assert proc.returncode == 0 and shot.exists(), proc.stderr[-2000:]
     with Image.open(shot) as image:
         pixels = image.convert("RGB")
