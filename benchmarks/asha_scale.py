@@ -16,8 +16,12 @@ time. Time-to-target is virtual: when the first validation value at or above the
 reported. Wall time is real: what one simulation took on this machine. The JSON keeps every
 seed's run as well as the summary.
 
+With `--straggler-p P` each epoch takes `--straggler-factor` (4) times longer with chance P, the
+straggler model of RubberBand's simulator; results/asha_scale_stragglers.json is P = 0.05.
+
     python benchmarks/asha_scale.py [--workers 1 25 500] [--seeds 0 1 2 3 4]
-        [--seeds-large SEED ...] [--target 0.93] [--trials-per-worker 200] [--out FILE]
+        [--seeds-large SEED ...] [--target 0.93] [--trials-per-worker 200]
+        [--straggler-p 0.05] [--straggler-factor 4] [--out FILE]
 """
 
 from __future__ import annotations
@@ -57,7 +61,15 @@ ALGORITHMS = {
 LARGE = 100  # worker counts from here on run `--seeds-large`
 
 
-def run_one(name: str, workers: int, trials: int, target: float, seed: int) -> dict[str, Any]:
+def run_one(
+    name: str,
+    workers: int,
+    trials: int,
+    target: float,
+    seed: int,
+    straggler_p: float = 0.0,
+    straggler_factor: float = 4.0,
+) -> dict[str, Any]:
     """One simulated run; `wall_s` is real time, everything else virtual."""
     make = ALGORITHMS[name]
     algorithm = make(
@@ -72,7 +84,14 @@ def run_one(name: str, workers: int, trials: int, target: float, seed: int) -> d
     )
     curve = SyntheticCurve(seed=seed)
     started = time.perf_counter()
-    result = simulate(algorithm, workers, curve, seed=seed)
+    result = simulate(
+        algorithm,
+        workers,
+        curve,
+        seed=seed,
+        straggler_p=straggler_p,
+        straggler_factor=straggler_factor,
+    )
     wall_s = time.perf_counter() - started
     reached = next((t for t, v in result.trace if v >= target), None)
     return {
@@ -194,6 +213,13 @@ def main() -> None:
         help=f"seeds for {LARGE} or more workers (default: --seeds)",
     )
     parser.add_argument(
+        "--straggler-p",
+        type=float,
+        default=0.0,
+        help="chance that an epoch straggles (the simulator's straggler model; default none)",
+    )
+    parser.add_argument("--straggler-factor", type=float, default=4.0)
+    parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "asha_scale.json"
     )
     args = parser.parse_args()
@@ -205,7 +231,17 @@ def main() -> None:
         trials = args.trials_per_worker * workers
         for seed in seeds_large if workers >= LARGE else args.seeds:
             for name in ALGORITHMS:
-                runs.append(run_one(name, workers, trials, args.target, seed))
+                runs.append(
+                    run_one(
+                        name,
+                        workers,
+                        trials,
+                        args.target,
+                        seed,
+                        args.straggler_p,
+                        args.straggler_factor,
+                    )
+                )
     total_s = time.perf_counter() - started
 
     summary = summarize(runs)
@@ -223,6 +259,8 @@ def main() -> None:
                 },
                 "target": args.target,
                 "trials_per_worker": args.trials_per_worker,
+                "straggler_p": args.straggler_p,
+                "straggler_factor": args.straggler_factor,
                 "seeds": args.seeds,
                 "seeds_large": seeds_large,
                 "total_wall_s": total_s,
