@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from basht.engine.devices import check_share
 from basht.errors import ExperimentError
 from basht.space import Choice, Float, Int, SearchSpace
 
@@ -255,6 +256,12 @@ class EngineSpec(_Strict):
     # The smallest GPU share a trial gets (1/2, 1/4...: trials share a device; default: an equal
     # split when there are more workers than devices).
     min_width: PositiveFloat | None = None
+
+    @field_validator("min_width")
+    @classmethod
+    def _packable(cls, width: float | None) -> float | None:
+        """1/2, 1/4... of a device or whole devices: the shares that always pack."""
+        return None if width is None else check_share(width)
 
 
 class Experiment(BaseModel):

@@ -155,7 +155,7 @@ def _local_devices(exp: Experiment) -> list[str]:
     if not count:
         raise BashtError(
             "resources.accelerator: gpu, but no CUDA device is visible here; "
-            "list resources.devices (e.g. [cuda:0, cuda:1]) or use accelerator: cpu"
+            "list resources.devices (such as cuda:0 and cuda:1) or use accelerator: cpu"
         )
     return [f"cuda:{i}" for i in range(count)]
 

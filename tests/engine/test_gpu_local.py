@@ -149,3 +149,10 @@ def test_a_gpu_run_without_devices_says_what_to_give(spec, tmp_path):
     spec["resources"]["accelerator"] = "gpu"
     with pytest.raises(BashtError, match="no CUDA device is visible"):
         run_benchmark(Experiment.from_dict(spec), results_root=tmp_path / "results")
+
+
+def test_a_share_that_does_not_pack_is_refused_when_the_file_is_read(spec):
+    spec["resources"].update(accelerator="gpu", devices=DEVICES)
+    spec["engine"] = {"min_width": 0.3}
+    with pytest.raises(ExperimentError, match="engine.min_width.*1/2, 1/4"):
+        Experiment.from_dict(spec)
