@@ -172,16 +172,11 @@ class SyntheticCurve:
         return entry
 
     def __call__(self, config: dict[str, Any], epoch: int) -> tuple[float, float]:
-        # Called once per simulated epoch (millions of times): the splitmix is inlined.
         entry = self._cache.get(id(config))
         if entry is None or entry[0] is not config:
             entry = self._entry(config)
         _, a_inf, span, neg_k, seconds, nkey = entry
-        # _splitmix64(nkey ^ epoch), with the mask written out (a constant, not a global)
-        h = ((nkey ^ epoch) + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
-        h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
-        h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
-        h ^= h >> 31
+        h = _splitmix64(nkey ^ epoch)
         # Irwin-Hall of three 21-bit uniforms: near-normal, mean 1.5, sd 0.5.
         s = ((h & 0x1FFFFF) + ((h >> 21) & 0x1FFFFF) + ((h >> 42) & 0x1FFFFF)) / 2097152.0
         value = a_inf - span * epoch**neg_k + self._noise2 * (s - 1.5)
@@ -330,12 +325,7 @@ class SimulatedExecutor:
                 )
             )
         at, item = start + seconds, ("report", trial_id, epoch, value, seconds)
-        due = self._due.get(at)  # self._schedule(at, item), inlined: once per start
-        if due is None:
-            self._due[at] = [item]
-            heappush(self._times, at)
-        else:
-            due.append(item)
+        self._schedule(at, item)
         return worker
 
     def command(self, trial_id: int, command: str, path: str | None = None) -> None:
@@ -353,12 +343,7 @@ class SimulatedExecutor:
                 self._epoch_s[trial_id] = seconds
                 seconds = self._at_width(trial_id, state[1], seconds)
             at, item = self._now + seconds, ("report", trial_id, epoch, value, seconds)
-            due = self._due.get(at)  # self._schedule(at, item), inlined: once per epoch
-            if due is None:
-                self._due[at] = [item]
-                heappush(self._times, at)
-            else:
-                due.append(item)
+            self._schedule(at, item)
         else:
             kind = _ENDINGS.get(command)
             if kind is None:

@@ -294,11 +294,7 @@ class Tuner:
         trial.worker = worker
         if self.on_trial is not None:
             self.on_trial(trial_id, worker, "start")
-        counts = self.status.counts  # self._move(trial, "running"), inlined: once per start
-        if trial.state != "pending":
-            counts[trial.state] -= 1
-        counts["running"] += 1
-        trial.state = "running"
+        self._move(trial, "running")
         self._running.add(trial_id)
         if self._logging:
             self.store.update_trial(
@@ -421,11 +417,7 @@ class Tuner:
         if trial.checkpoint and state in ("stopped", "failed"):
             self._delete_checkpoint(trial.checkpoint)  # never resumed: free the disk
             trial.checkpoint = None
-        counts = self.status.counts  # self._move(trial, state), inlined: once per end
-        if trial.state != "pending":
-            counts[trial.state] -= 1
-        counts[state] += 1
-        trial.state = state
+        self._move(trial, state)
         if self.on_trial is not None and trial.worker is not None:
             self.on_trial(trial_id, trial.worker, state)
         if self._logging:
