@@ -13,7 +13,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from basht.engine.devices import Placement, check_share, gpu_widths, place
-from basht.engine.messages import CONTINUE, TrialEvent, TrialTask, WorkloadRef
+from basht.engine.messages import CONTINUE, TrialEvent, TrialTask, WorkloadRef, await_test
 from basht.engine.packing import TrialLoad, fluid_widths
 from basht.engine.threads import thread_env
 from basht.engine.worker import worker_main
@@ -398,11 +398,4 @@ class LocalExecutor:
             task = replace(task, devices=(self.devices[0],), device_share=1.0)
         slot.trial_id = task.trial_id
         slot.conn.send(("test", task, budget))
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while True:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            for event in self.poll(remaining):
-                if event.trial_id == task.trial_id and event.kind in ("tested", "failed"):
-                    return event
-            if deadline is not None and time.monotonic() >= deadline:
-                raise BashtError(f"the test phase did not finish within {timeout_s} s")
+        return await_test(self.poll, task.trial_id, timeout_s)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from basht.errors import BashtError
 
 
 @dataclass(frozen=True)
@@ -55,3 +59,17 @@ EVENT_KINDS = ("loaded", "report", "paused", "stopped", "completed", "failed", "
 
 # Commands the driver sends after a report.
 CONTINUE, STOP, PAUSE, COMPLETE = "continue", "stop", "pause", "complete"
+
+
+def await_test(
+    poll: Callable[[float | None], list[TrialEvent]], trial_id: int, timeout_s: float | None
+) -> TrialEvent:
+    """Poll an executor until the test phase of `trial_id` reports ("tested" or "failed")."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        for event in poll(remaining):
+            if event.trial_id == trial_id and event.kind in ("tested", "failed"):
+                return event
+        if deadline is not None and time.monotonic() >= deadline:
+            raise BashtError(f"the test phase did not finish within {timeout_s} s")

@@ -21,7 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from basht.engine.messages import CONTINUE, PAUSE, STOP, TrialEvent, TrialTask, WorkloadRef
+from basht.engine.messages import (
+    CONTINUE,
+    PAUSE,
+    STOP,
+    TrialEvent,
+    TrialTask,
+    WorkloadRef,
+    await_test,
+)
 from basht.engine.ray_actor import TrialActor, write_atomically
 from basht.engine.ray_session import RaySession
 from basht.errors import BashtError
@@ -282,14 +290,7 @@ class RayExecutor:
     def run_test(self, task: TrialTask, budget: int, timeout_s: float | None = None) -> TrialEvent:
         """Run the test phase for one configuration on a worker and wait for its result."""
         self._queue.append(_Job(task, "test", budget=budget, state=_read(task.resume_from)))
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while True:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            for event in self.poll(remaining):
-                if event.trial_id == task.trial_id and event.kind in ("tested", "failed"):
-                    return event
-            if deadline is not None and time.monotonic() >= deadline:
-                raise BashtError(f"the test phase did not finish within {timeout_s} s")
+        return await_test(self.poll, task.trial_id, timeout_s)
 
     def poll(self, timeout_s: float | None = None) -> list[TrialEvent]:
         """Events from any worker; waits up to `timeout_s` for the first one."""
