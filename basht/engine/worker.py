@@ -126,7 +126,9 @@ class _Worker:
             device_share=task.device_share,
         )
 
-    def _move(self, workload: Any, task: TrialTask, epoch: int, placement: Any) -> tuple:
+    def _move(
+        self, workload: Any, task: TrialTask, epoch: int, placement: tuple[tuple[str, ...], float]
+    ) -> tuple[Any, TrialTask]:
         """Restart a trial from its checkpoint on other devices (Fluid grew or shrank it).
 
         The workload keeps its global batch size over however many devices it gets, so the
