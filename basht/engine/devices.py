@@ -76,7 +76,7 @@ def gpu_widths(
             for i, w in widths.items()
             if grow(w) - w <= free + _EPS
             and grow(w) <= by_id[i].max_width + _EPS
-            and by_id[i].height(grow(w)) < by_id[i].height(w) * (1 - 1e-3)
+            and by_id[i].gains(w, grow(w))
         ]
         if not candidates:
             return widths

@@ -43,13 +43,18 @@ class TrialLoad:
     def height(self, width: float) -> float:
         return self.work_s / self.speedup(width) if width > 0 else math.inf
 
+    def gains(self, width: float, wider: float) -> bool:
+        """Whether going from `width` to `wider` still makes it faster (by more than 0.1 %, so
+        a flat speed-up curve does not soak up resource for rounding noise)."""
+        return self.height(wider) < self.height(width) * (1 - 1e-3)
+
     def useful_width(self, capacity: float, step: float) -> float:
         """The widest this trial gets faster at: beyond it more resource only adds overhead."""
         top = min(self.max_width, capacity)
         best = self.min_width
         k = math.floor(self.min_width / step + 1e-9) + 1  # widths sit on the step grid
         while k * step <= top + 1e-9:
-            if self.height(k * step) < self.height(best) * (1 - 1e-3):
+            if self.gains(best, k * step):
                 best = k * step
             else:
                 break
