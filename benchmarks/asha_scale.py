@@ -16,12 +16,18 @@ time. Time-to-target is virtual: when the first validation value at or above the
 reported. Wall time is real: what one simulation took on this machine. The JSON keeps every
 seed's run as well as the summary.
 
+"trained to max" is the median number of configurations trained to the maximum budget: SHA keeps
+exactly floor(n/eta) per rung, while ASHA promotes from rungs that are still small, so more of its
+configurations go all the way and fewer new ones start in the same time.
+
 With `--straggler-p P` each epoch takes `--straggler-factor` (4) times longer with chance P, the
 straggler model of RubberBand's simulator; results/asha_scale_stragglers.json is P = 0.05.
+`--eta` and `--max-budget` change the rungs; results/asha_scale_eta4.json is the ASHA paper's
+own shape (eta 4, budgets 1..256) with seeds 0-9 (0-4 at 500 workers).
 
     python benchmarks/asha_scale.py [--workers 1 25 500] [--seeds 0 1 2 3 4]
         [--seeds-large SEED ...] [--target 0.93] [--trials-per-worker 200]
-        [--straggler-p 0.05] [--straggler-factor 4] [--out FILE]
+        [--straggler-p 0.05] [--straggler-factor 4] [--eta 3] [--max-budget 81] [--out FILE]
 """
 
 from __future__ import annotations
@@ -69,6 +75,8 @@ def run_one(
     seed: int,
     straggler_p: float = 0.0,
     straggler_factor: float = 4.0,
+    eta: int = 3,
+    max_budget: int = 81,
 ) -> dict[str, Any]:
     """One simulated run; `wall_s` is real time, everything else virtual."""
     make = ALGORITHMS[name]
@@ -77,8 +85,8 @@ def run_one(
         metric="accuracy",
         mode="max",
         min_budget=1,
-        max_budget=81,
-        eta=3,
+        max_budget=max_budget,
+        eta=eta,
         seed=seed,
         max_trials=trials,
     )
@@ -101,6 +109,9 @@ def run_one(
         "trials": result.trials,
         "time_to_target_s": reached,
         "makespan_s": result.makespan_s,
+        # configurations trained to the maximum budget: SHA keeps exactly 1/eta per rung, ASHA's
+        # promotions from small rungs let more through, which costs it new configurations
+        "trained_to_max": result.counts.get("completed", 0),
         "best_value": result.best_value,
         "wall_s": wall_s,
     }
@@ -153,6 +164,7 @@ def _summary_row(
         else sum(
             _faster(asha[r["seed"]], r["time_to_target_s"]) for r in rows if r["seed"] in asha
         ),
+        "median_trained_to_max": statistics.median(r["trained_to_max"] for r in rows),
         "median_wall_s": statistics.median(walls),
         "max_wall_s": max(walls),
     }
@@ -162,10 +174,12 @@ def _minutes(seconds: float | None) -> str:
     return "never" if seconds is None else f"{seconds / 60:.2f}"
 
 
-def print_table(summary: list[dict[str, Any]], target: float) -> None:
+def print_table(
+    summary: list[dict[str, Any]], target: float, eta: int = 3, max_budget: int = 81
+) -> None:
     table = Table(
         title=f"time to accuracy >= {target}: median over seeds (virtual minutes), "
-        "eta 3, budgets 1..81"
+        f"eta {eta}, budgets 1..{max_budget}"
     )
     columns = (
         "workers",
@@ -175,6 +189,7 @@ def print_table(summary: list[dict[str, Any]], target: float) -> None:
         "median time to target (min)",
         "vs ASHA",
         "ASHA faster in",
+        "trained to max",
         "median wall (s)",
         "max wall (s)",
     )
@@ -193,6 +208,7 @@ def print_table(summary: list[dict[str, Any]], target: float) -> None:
             _minutes(s["median_time_to_target_s"]),
             "-" if s["ratio_vs_asha"] is None else f"{s['ratio_vs_asha']:.2f}x",
             "-" if s["algorithm"] == "ASHA" else f"{s['asha_faster_in']}/{n}",
+            f"{s['median_trained_to_max']:g}",
             f"{s['median_wall_s']:.2f}",
             f"{s['max_wall_s']:.2f}",
         )
@@ -219,6 +235,10 @@ def main() -> None:
         help="chance that an epoch straggles (the simulator's straggler model; default none)",
     )
     parser.add_argument("--straggler-factor", type=float, default=4.0)
+    parser.add_argument("--eta", type=int, default=3)
+    parser.add_argument(
+        "--max-budget", type=int, default=81, help="epochs; the budgets are 1..this"
+    )
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "asha_scale.json"
     )
@@ -240,12 +260,14 @@ def main() -> None:
                         seed,
                         args.straggler_p,
                         args.straggler_factor,
+                        args.eta,
+                        args.max_budget,
                     )
                 )
     total_s = time.perf_counter() - started
 
     summary = summarize(runs)
-    print_table(summary, args.target)
+    print_table(summary, args.target, args.eta, args.max_budget)
     print(f"{len(runs)} simulations in {total_s:.0f} s")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(
@@ -261,6 +283,8 @@ def main() -> None:
                 "trials_per_worker": args.trials_per_worker,
                 "straggler_p": args.straggler_p,
                 "straggler_factor": args.straggler_factor,
+                "eta": args.eta,
+                "max_budget": args.max_budget,
                 "seeds": args.seeds,
                 "seeds_large": seeds_large,
                 "total_wall_s": total_s,
