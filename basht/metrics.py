@@ -12,6 +12,10 @@ d_i) and W the wasted trials (`measure.wasted_states`, by default failed, aborte
     WR   = 100 × idle energy / node energy, % (idle = baseline + allocation + overhead)
 
 Node energy = Σ E_i + idle + the test phase's energy (`energy_test`), exactly.
+
+A trial that ran where this node's counters cannot see it (another Ray node, or behind Ray Client)
+has no E_i: TWH, WTE and WR are then left empty (`-`, source `unmeasured`) rather than computed
+as if its energy were 0, and `trials_unmeasured` says how many such trials there were.
 """
 
 from __future__ import annotations
@@ -20,11 +24,12 @@ import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
+from basht.energy.monitor import IDLE_KINDS, UNMEASURED
 from basht.store import Store
 
 #: Trials whose compute counts as wasted: crashed, aborted, or stopped early by the pruner.
 DEFAULT_WASTED_STATES = ("failed", "aborted", "stopped")
-IDLE_KINDS = ("baseline", "allocation", "overhead")
+__all__ = ["IDLE_KINDS", "Metric", "compute_metrics"]
 J_PER_KWH = 3.6e6
 
 
@@ -85,6 +90,8 @@ def compute_metrics(
     emissions_g: dict[int, float] = defaultdict(float)
     idle_j: dict[str, float] = dict.fromkeys(IDLE_KINDS, 0.0)
     test_j = node_j = node_g = 0.0
+    unmeasured = {a.trial for a in accounts if a.component == UNMEASURED}
+    accounts = [a for a in accounts if a.component != UNMEASURED]
     for a in accounts:
         node_j += a.energy_j
         node_g += a.emissions_g
@@ -104,7 +111,10 @@ def compute_metrics(
     costs = [trial_cost_usd(price, d, cpus, gpus) for d in durations]
     trial_j = sum(energy_j.values())
 
-    if per_trial_kwh:
+    if unmeasured:  # some E_i are unknown: no figure that needs every one of them
+        for name in ("TWH", "TWH_median", "TWH_total"):
+            out.append(Metric(name, None, "kWh", UNMEASURED))
+    elif per_trial_kwh:
         out.append(Metric("TWH", statistics.fmean(per_trial_kwh), "kWh", source))
         out.append(Metric("TWH_median", statistics.median(per_trial_kwh), "kWh", source))
         out.append(Metric("TWH_total", sum(per_trial_kwh), "kWh", source))
@@ -117,9 +127,14 @@ def compute_metrics(
         out.append(Metric("JCT", jct_s * 1000, "ms"))
     out.append(Metric("OC", job_cost_usd(price, provisioned_s(store, run_id)), "USD"))
     out.append(Metric("WTT", sum(durations[i] for i in wasted) * 1000, "ms"))
-    out.append(Metric("WTE", sum(per_trial_kwh[i] for i in wasted), "kWh", source))
+    if unmeasured:
+        out.append(Metric("WTE", None, "kWh", UNMEASURED))
+    else:
+        out.append(Metric("WTE", sum(per_trial_kwh[i] for i in wasted), "kWh", source))
     out.append(Metric("WTC", sum(costs[i] for i in wasted), "USD"))
-    if node_j > 0:
+    if unmeasured:  # their energy is in this node's idle (Ray Client) or on no counter at all
+        out.append(Metric("WR", None, "%", UNMEASURED))
+    elif node_j > 0:
         out.append(Metric("WR", 100 * sum(idle_j.values()) / node_j, "%", source))
     out.append(Metric("energy_total", node_j / J_PER_KWH, "kWh", source))
     out.append(Metric("emissions_total", node_g, "gCO2eq", source))
@@ -130,6 +145,8 @@ def compute_metrics(
     counts = Counter(t.state for t in trials)
     out.append(Metric("trials", float(len(trials)), "count"))
     out.extend(Metric(f"trials_{state}", float(n), "count") for state, n in sorted(counts.items()))
+    if unmeasured:
+        out.append(Metric("trials_unmeasured", float(len(unmeasured)), "count"))
     if durations:
         out.append(Metric("trial_time_total", sum(durations) * 1000, "ms"))
         out.append(Metric("trial_time_median", statistics.median(durations) * 1000, "ms"))

@@ -78,7 +78,10 @@ def measure(store: Store, pairs: list[tuple[str, str]], target: float) -> dict[s
                 "jct_s": (metrics.get("JCT") or 0) / 1000 or None,
                 "time_to_target_s": ttt,
                 "energy_j": (metrics.get("energy_total") or 0) * J_PER_KWH,
-                "trial_energy_j": (metrics.get("TWH_total") or 0) * J_PER_KWH,
+                # None where some trial ran out of this machine's sight (never on a local run)
+                "trial_energy_j": None
+                if metrics.get("TWH_total") is None
+                else metrics["TWH_total"] * J_PER_KWH,
                 "best_value": run.best_value,
                 "test_metrics": run.test_metrics,
                 "trial_counts": store.trial_counts(run_id),
@@ -87,7 +90,8 @@ def measure(store: Store, pairs: list[tuple[str, str]], target: float) -> dict[s
         if run.status == "completed":
             entry["jct_s"].append(metrics["JCT"] / 1000)
             entry["energy_j"].append(metrics["energy_total"] * J_PER_KWH)
-            entry["trial_energy_j"].append(metrics.get("TWH_total", 0.0) * J_PER_KWH)
+            if metrics.get("TWH_total") is not None:
+                entry["trial_energy_j"].append(metrics["TWH_total"] * J_PER_KWH)
             if ttt is not None:
                 entry["ttt_s"].append(ttt)
     for entry in out.values():

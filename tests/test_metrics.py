@@ -8,6 +8,7 @@ import pytest
 
 from basht.experiment import Experiment
 from basht.metrics import compute_metrics
+from basht.report.runstats import energy_source, trial_energy_j
 from basht.store import Store
 
 KWH = 3.6e6
@@ -101,3 +102,37 @@ def test_the_wasted_set_is_configurable(store):
     m = {x.name: x for x in compute_metrics(s, run_id, wasted_states=("failed",))}
     assert m["WTT"].value == pytest.approx(1000)
     assert m["WTE"].value == pytest.approx(360 / KWH)
+
+
+def test_a_trial_whose_energy_was_not_measured_leaves_the_per_trial_figures_empty(store):
+    s, run_id = store
+    accounts = [
+        {k: getattr(a, k) for k in ("kind", "trial", "component", "source", "energy_j")}
+        | {"emissions_g": a.emissions_g}
+        for a in s.energy_accounts(run_id)
+    ]
+    # Trial 3 ran on another Ray node: the monitor booked it as unmeasured, with nothing else.
+    accounts = [a for a in accounts if a["trial"] != 3] + [
+        {
+            "kind": "trial",
+            "trial": 3,
+            "component": "unmeasured",
+            "source": "unmeasured",
+            "energy_j": 0.0,
+            "emissions_g": 0.0,
+        }
+    ]
+    s.replace_energy_accounts(run_id, accounts)
+    m = {x.name: x for x in compute_metrics(s, run_id)}
+    for name in ("TWH", "TWH_median", "TWH_total", "WTE", "WR"):
+        assert (m[name].value, m[name].source) == (None, "unmeasured"), name
+    assert m["trials_unmeasured"].value == 1
+    # What does not need every trial's energy is still computed, from what was measured.
+    node = 3600 + 1800 + 360 + 1000 + 500 + 300 + 200
+    assert m["energy_total"].value == pytest.approx(node / KWH)
+    assert m["energy_total"].source == "estimate"
+    assert m["CINT"].value == pytest.approx(100)
+    assert m["WTT"].value == pytest.approx(3000)
+    # The energy plot's figures: the unmeasured trial is unknown, not 0.
+    assert trial_energy_j(s, run_id) == {0: 3600.0, 1: 1800.0, 2: 360.0, 3: None}
+    assert energy_source(s, run_id) == "estimate"

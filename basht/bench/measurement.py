@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from basht.energy.estimate import EstimateModel
-from basht.energy.monitor import Account, EnergyMonitor
+from basht.energy.monitor import UNMEASURED, Account, EnergyMonitor
 from basht.energy.sources import open_sources
 from basht.experiment import Experiment
 from basht.store import Store
@@ -52,7 +52,9 @@ def start_monitor(experiment: Experiment, store: Store, run_id: str, resume: boo
                     "kind": kind,
                     "trial": trial,
                     "component": component,
-                    "source": monitor.source_of.get(component, sources.name),
+                    "source": UNMEASURED
+                    if component == UNMEASURED
+                    else monitor.source_of.get(component, sources.name),
                     "energy_j": a.energy_j,
                     "emissions_g": a.emissions_g,
                 }

@@ -32,6 +32,9 @@ from basht.energy.sources import CombinedSource, open_sources
 log = logging.getLogger(__name__)
 
 IDLE_KINDS = ("baseline", "allocation", "overhead")
+#: The component of a trial that ran where no counter of this node sees it (another Ray node, or
+#: any node behind Ray Client): a zero account that says its energy is unknown, not zero.
+UNMEASURED = "unmeasured"
 _BOUNDARY_RESOLUTION_S = 0.05
 J_PER_KWH = 3.6e6
 
@@ -254,7 +257,8 @@ class EnergyMonitor:
         return process
 
     def assign(self, slot: int, pid: int | None, trial: int | None, kind: str = "trial") -> None:
-        """Slot `slot` now runs `trial` in process `pid` (None: the slot is empty).
+        """Slot `slot` now runs `trial` in process `pid` (None: the slot is empty, or `trial`
+        runs in a process this node cannot see, which marks its energy as unmeasured).
 
         `kind` books its energy as something other than a trial: the test phase runs on a worker
         too, and its energy is neither a trial's nor idle.
@@ -273,6 +277,8 @@ class EnergyMonitor:
                     times = s.process.cpu_times()
                     s.cpu_s = times.user + times.system
             s.trial, s.kind = trial, kind
+            if trial is not None and pid is None and kind == "trial":
+                self._add("trial", trial, UNMEASURED, 0.0, 0.0)
 
     # -- windows ----------------------------------------------------------------------------
 

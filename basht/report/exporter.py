@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-IDLE_KINDS = ("baseline", "allocation", "overhead")
+from basht.energy.monitor import IDLE_KINDS, UNMEASURED
 
 
 class _MonitorCollector(Collector):
@@ -48,6 +48,8 @@ class _MonitorCollector(Collector):
         grams = 0.0
         with self.monitor._lock:
             for (kind, _trial, component), account in self.monitor.accounts.items():
+                if component == UNMEASURED:
+                    continue  # a marker of 0 J, not a component of this node
                 by_component[component] = by_component.get(component, 0.0) + account.energy_j
                 if kind in by_kind:
                     by_kind[kind] += account.energy_j

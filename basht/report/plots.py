@@ -247,7 +247,11 @@ def write_run_plots(store: Store, run_id: str, folder: Path | None = None) -> di
             f"trials on workers · {label}",
         ),
         "energy": energy_plot(
-            [(t.number, t.state, energy.get(t.number, 0.0)) for t in store.trials(run.id)],
+            [
+                (t.number, t.state, joules)
+                for t in store.trials(run.id)
+                if (joules := energy.get(t.number, 0.0)) is not None  # None: not measured here
+            ],
             source,
             folder / "energy.png",
             f"energy per trial by state · {label}",

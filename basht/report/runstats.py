@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from basht.energy.monitor import UNMEASURED
 from basht.store import Store
 
 
@@ -45,12 +46,17 @@ def time_to_target(store: Store, run_id: str, target: float, mode: str) -> float
     return None
 
 
-def trial_energy_j(store: Store, run_id: str) -> dict[int, float]:
-    """Joules attributed to each trial (by number), summed over components."""
-    energy: dict[int, float] = defaultdict(float)
+def trial_energy_j(store: Store, run_id: str) -> dict[int, float | None]:
+    """Joules attributed to each trial (by number), summed over components; None for a trial
+    whose energy no counter here saw (it ran on another node), which is unknown, not 0."""
+    energy: dict[int, float | None] = defaultdict(float)
     for account in store.energy_accounts(run_id):
-        if account.kind == "trial" and account.trial is not None:
-            energy[account.trial] += account.energy_j
+        if account.kind != "trial" or account.trial is None:
+            continue
+        if account.component == UNMEASURED:
+            energy[account.trial] = None
+        elif (joules := energy[account.trial]) is not None:
+            energy[account.trial] = joules + account.energy_j
     return dict(energy)
 
 
@@ -68,7 +74,8 @@ def energy_by_kind_j(store: Store, run_id: str) -> dict[str, float]:
 
 def energy_source(store: Store, run_id: str) -> str:
     """Where the energy figures came from (`estimate`, `rapl`, ...), for labelling them."""
-    return "+".join(sorted({a.source for a in store.energy_accounts(run_id)})) or "none"
+    accounts = store.energy_accounts(run_id)
+    return "+".join(sorted({a.source for a in accounts if a.component != UNMEASURED})) or "none"
 
 
 def phase_durations(store: Store, run_id: str) -> dict[str, float]:

@@ -10,6 +10,7 @@ import pytest
 
 from basht.energy import CombinedSource, EnergyMonitor, EstimateModel, EstimateSource, Reading
 from basht.energy import estimate as estimate_module
+from basht.energy.monitor import UNMEASURED
 
 
 class CountingSource:
@@ -167,3 +168,17 @@ def test_gpu_energy_follows_the_placement_and_the_share_each_trial_holds():
         ("trial", 2, "gpu:0"): 100.0,
         ("trial", 1, "gpu:1"): 60.0,
     }
+
+
+def test_a_trial_in_a_process_this_node_cannot_see_is_marked_unmeasured():
+    monitor = _monitor(slots=2)
+    monitor.assign(0, None, 4)  # a Ray worker on another node: no process here
+    time.sleep(0.2)
+    monitor.assign(0, None, None)
+    monitor.close()
+    assert ("trial", 4, UNMEASURED) in monitor.accounts
+    assert monitor.accounts["trial", 4, UNMEASURED].energy_j == 0.0
+    # Nothing else is booked to it, and the node's energy still adds up.
+    assert [k for k in monitor.accounts if k[1] == 4] == [("trial", 4, UNMEASURED)]
+    node = sum(monitor.total_j.values())
+    assert sum(a.energy_j for a in monitor.accounts.values()) == pytest.approx(node, rel=1e-9)

@@ -229,7 +229,14 @@ def cluster() -> Iterator[Cluster]:
     try:
         _sh("ip", "netns", "exec", namespace, "ip", "link", "set", "lo", "up")
         head = _ray_node(
-            namespace, root, "head", env, "--head", "--port=6379", "--include-dashboard=false"
+            namespace,
+            root,
+            "head",
+            env,
+            "--head",
+            "--port=6379",
+            "--include-dashboard=false",
+            "--ray-client-server-port=10001",
         )
         _await_node(root, "head", head)
         # `ray start --address` refuses to add a node when this is 0 (it means "no clusters").
@@ -247,11 +254,11 @@ def cluster() -> Iterator[Cluster]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _digits_asha_on(cluster: Cluster, name: str) -> tuple[Path, str]:
+def _digits_asha_on(cluster: Cluster, name: str, address: str | None = None) -> tuple[Path, str]:
     """examples/digits-asha.yaml as it is, but on the cluster and with a store of its own."""
     spec = yaml.safe_load((ROOT / "examples" / "digits-asha.yaml").read_text())
     store = f"sqlite:///{cluster.root / f'{name}.db'}"
-    spec.update(executor="ray", ray={"address": cluster.address}, store=store)
+    spec.update(executor="ray", ray={"address": address or cluster.address}, store=store)
     path = cluster.root / f"{name}.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path, store
@@ -272,6 +279,25 @@ def test_a_worker_no_node_can_hold_is_a_one_line_error(cluster):
     assert driver.returncode == 2, err[-3000:]
     assert "no node of the Ray cluster has room for one worker" in err
     assert "Traceback" not in err
+
+
+def test_digits_asha_through_ray_client_runs_and_says_trial_energy_was_not_measured(cluster):
+    path, url = _digits_asha_on(cluster, "client", address="ray://127.0.0.1:10001")
+    driver = cluster.run(sys.executable, "-m", "basht.cli", "run", "-q", str(path))
+    _, err = driver.communicate(timeout=300)
+    assert driver.returncode == 0, err[-3000:]
+    store = Store(url)
+    (run,) = store.list_runs()
+    assert run.status == "completed" and run.executor == "ray"
+    assert sorted(t.number for t in store.trials(run.id)) == list(range(32))
+    assert run.best_value is not None and run.test_metrics
+    # Through Ray Client the driver is on no node, so no trial's energy is measured: the
+    # per-trial figures are empty and say why, instead of 0 kWh and a 100 % idle share.
+    metrics = {m.name: m for m in store.metrics(run.id)}
+    for name in ("TWH", "WTE", "WR"):
+        assert (metrics[name].value, metrics[name].source) == (None, "unmeasured"), name
+    assert metrics["trials_unmeasured"].value == 32
+    assert metrics["energy_total"].value > 0
 
 
 def test_digits_asha_on_two_nodes_completes_after_losing_one(cluster):
@@ -311,6 +337,10 @@ def test_digits_asha_on_two_nodes_completes_after_losing_one(cluster):
     # A replayed trial reported nothing twice: its lost epochs were heard once.
     heard = [(r.trial_id, r.epoch) for r in store.reports(run.id)]
     assert len(heard) == len(set(heard))
+    # The second node's trials ran where this machine's counters cannot see.
+    metrics = {m.name: m for m in store.metrics(run.id)}
+    assert 1 <= metrics["trials_unmeasured"].value < 32
+    assert metrics["TWH"].value is None
 
 
 # -- lost workers, in this process ----------------------------------------------------------------

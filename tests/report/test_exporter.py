@@ -89,3 +89,16 @@ def test_energy_can_be_read_from_prometheus(spec, tmp_path):
     jct_s = metrics["JCT"].value / 1000
     # About 50 W over the run, give or take the scrape interval at either end.
     assert metrics["energy_total"].value * 3.6e6 == pytest.approx(50 * jct_s, rel=0.5)
+
+
+def test_an_unmeasured_trial_adds_no_energy_series():
+    from basht.energy import CombinedSource, EnergyMonitor
+    from basht.report.exporter import _MonitorCollector
+    from tests.energy.test_monitor import CountingSource
+
+    monitor = EnergyMonitor(source=CombinedSource([CountingSource()]), slots=1)
+    monitor.assign(0, None, 3)  # runs on another node
+    monitor.close()
+    families = {f.name: f for f in _MonitorCollector(monitor, 0.0, None, time.time()).collect()}
+    components = {s.labels["component"] for s in families["basht_energy_joules"].samples}
+    assert components == {"cpu"}
