@@ -65,6 +65,11 @@ class RaySession:
         # Through Ray Client the driver is on no node: no actor is ever local to it.
         client = (self.address or "").startswith("ray://")
         self.driver_node = None if client else ray.get_runtime_context().get_node_id()
+        if client:
+            log.warning(
+                "through Ray Client no trial runs where this machine can measure it: "
+                "TWH, WTE and WR will be reported as unmeasured"
+            )
         return ray
 
     def _start_local(self, ray: Any) -> None:

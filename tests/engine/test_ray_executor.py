@@ -297,6 +297,7 @@ def test_digits_asha_through_ray_client_runs_and_says_trial_energy_was_not_measu
     for name in ("TWH", "WTE", "WR"):
         assert (metrics[name].value, metrics[name].source) == (None, "unmeasured"), name
     assert metrics["trials_unmeasured"].value == 32
+    assert "TWH, WTE and WR will be reported as unmeasured" in err
     assert metrics["energy_total"].value > 0
 
 
