@@ -29,7 +29,6 @@ from basht.store import Store
 
 #: Trials whose compute counts as wasted: crashed, aborted, or stopped early by the pruner.
 DEFAULT_WASTED_STATES = ("failed", "aborted", "stopped")
-__all__ = ["IDLE_KINDS", "Metric", "compute_metrics"]
 J_PER_KWH = 3.6e6
 
 
