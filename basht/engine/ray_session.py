@@ -8,11 +8,14 @@ a benchmark that leaks a Ray into the next run measures the wrong thing.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import os
 import secrets
 import shutil
+import socket
 import tempfile
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,7 +44,9 @@ class RaySession:
         # Read by Ray on import (a local Ray binds to 127.0.0.1 only) and by the processes it
         # starts (no usage report sent home); neither is left set in this process afterwards.
         defaults = {"RAY_USAGE_STATS_ENABLED": "0"}
-        if self.local:
+        if self.local or _on_loopback(self.address):
+            # Ray swaps a loopback address for this machine's network address unless told not
+            # to; a cluster on 127.0.0.1 is then reached over the network interface, or not at all.
             defaults["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
         with _env_defaults(defaults):
             try:
@@ -54,8 +59,14 @@ class RaySession:
             if self.local:
                 self._start_local(ray)
             else:
+                refused = _unreachable(self.address)
+                if refused is not None:
+                    raise BashtError(f"cannot join the Ray cluster at {self.address}: {refused}")
                 try:
-                    ray.init(address=self.address, logging_level=logging.WARNING)
+                    with warnings.catch_warnings():
+                        # Ray Client warns before it raises; the error below says it in one line.
+                        warnings.filterwarnings("ignore", "Ray Client connection timed out")
+                        ray.init(address=self.address, logging_level=logging.WARNING)
                 except (ConnectionError, RuntimeError, ValueError) as err:
                     # Unreachable, refused (a token missing or wrong) or not an address.
                     reason = " ".join(str(err).split())[:500]
@@ -102,6 +113,38 @@ class RaySession:
         if self._temp_dir is not None:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
             self._temp_dir = None
+
+
+def _on_loopback(address: str | None) -> bool:
+    """Whether a `host:port` cluster address names this machine's loopback (not `auto`, and not
+    `ray://`, whose gRPC channel goes where it says)."""
+    if not address or address == "auto" or "://" in address:
+        return False
+    host = address.rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _unreachable(address: str | None, timeout_s: float = 5.0) -> str | None:
+    """Why nothing answers at a `host:port` (or `ray://host:port`) address, or None if it does.
+
+    Ray retries an unreachable head for many minutes before it gives up; a plain TCP connection
+    tells in seconds. `auto` is left to Ray, which looks the address up itself.
+    """
+    if not address or address == "auto":
+        return None
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
+    if not host or not port.isdigit():
+        return None  # not host:port: Ray says what is wrong with it
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return None
+    except OSError as err:
+        return f"nothing answers at {host}:{port} ({err.strerror or err})"
 
 
 def _temp_root() -> str:

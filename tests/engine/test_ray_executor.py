@@ -11,6 +11,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,7 @@ from basht.engine import (
     TrialTask,
     WorkloadRef,
 )
+from basht.engine.ray_session import _on_loopback
 from basht.errors import ExperimentError, StoreError
 from basht.experiment import Experiment
 from basht.store import Store
@@ -129,6 +131,39 @@ def test_a_ray_address_is_read_only_with_executor_ray(spec):
         Experiment.from_dict({**spec, "ray": {"adress": "10.0.0.5:6379"}})
     with pytest.raises(ExperimentError, match="`ray` applies only with executor: ray"):
         Experiment.from_dict({**spec, "executor": "local"})
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("scheme", ["", "ray://"])
+def test_a_cluster_address_nothing_answers_at_is_a_one_line_error(spec, tmp_path, scheme):
+    address = f"{scheme}127.0.0.1:{_closed_port()}"
+    spec.update(executor="ray", ray={"address": address})
+    path = tmp_path / "unreachable.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    done = subprocess.run(
+        [sys.executable, "-m", "basht.cli", "run", "-q", str(path)],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,  # a guard: Ray alone would retry for many minutes
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert f"cannot join the Ray cluster at {address}: nothing answers at" in done.stderr
+    assert "Traceback" not in done.stderr
+    (run,) = Store(spec["store"]).list_runs()
+    assert run.status == "failed" and "cannot join the Ray cluster" in run.error
+
+
+def test_only_a_loopback_address_keeps_ray_on_loopback():
+    for address in ("127.0.0.1:6379", "localhost:6379", "[::1]:6379", "127.0.1.1:6379"):
+        assert _on_loopback(address), address
+    for address in ("10.0.0.5:6379", "head-svc:6379", "auto", None, "ray://127.0.0.1:10001"):
+        assert not _on_loopback(address), address
 
 
 # -- a real cluster of two nodes on 127.0.0.1 ---------------------------------------------------
