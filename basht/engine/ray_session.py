@@ -68,8 +68,13 @@ class RaySession:
                         warnings.filterwarnings("ignore", "Ray Client connection timed out")
                         ray.init(address=self.address, logging_level=logging.WARNING)
                 except (ConnectionError, RuntimeError, ValueError) as err:
-                    # Unreachable, refused (a token missing or wrong) or not an address.
+                    # Refused (a token missing or wrong, another Ray version) or not an address.
                     reason = " ".join(str(err).split())[:500]
+                    if reason.startswith("Failed to connect"):  # it answered, then refused us
+                        reason += (
+                            " (it answers: check the cluster's token in RAY_AUTH_TOKEN and that it"
+                            f" runs Ray {ray.__version__})"
+                        )
                     raise BashtError(
                         f"cannot join the Ray cluster at {self.address}: {reason}"
                     ) from None

@@ -316,6 +316,26 @@ def test_a_worker_no_node_can_hold_is_a_one_line_error(cluster):
     assert "Traceback" not in err
 
 
+def test_a_wrong_token_is_a_one_line_error(cluster):
+    path, url = _digits_asha_on(cluster, "wrong-token")
+    driver = subprocess.Popen(
+        ["ip", "netns", "exec", cluster.namespace, sys.executable, "-m", "basht.cli", "run"]
+        + ["-q", str(path)],
+        cwd=cluster.root,
+        env={**cluster.env, "RAY_AUTH_TOKEN": secrets.token_hex(32)},
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    _, err = driver.communicate(timeout=300)
+    assert driver.returncode == 2, err[-3000:]
+    assert "cannot join the Ray cluster at 127.0.0.1:6379" in err, err[-3000:]
+    assert "check the cluster's token in RAY_AUTH_TOKEN" in err.splitlines()[-1]
+    assert "Traceback" not in err
+    (run,) = Store(url).list_runs()
+    assert run.status == "failed"
+
+
 def test_digits_asha_through_ray_client_runs_and_says_trial_energy_was_not_measured(cluster):
     path, url = _digits_asha_on(cluster, "client", address="ray://127.0.0.1:10001")
     driver = cluster.run(sys.executable, "-m", "basht.cli", "run", "-q", str(path))
