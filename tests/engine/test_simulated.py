@@ -239,6 +239,8 @@ def test_paused_trials_resume_through_the_tuner_where_they_stopped():
         assert algorithm.reports[i] == [(e, pytest.approx(i + e / 10)) for e in (1, 2, 3, 4)]
     # two waves of 3 x (load + 1 epoch), then two waves of 3 x (load + 3 epochs)
     assert result.makespan_s == pytest.approx(2 * 1.5 + 2 * 3.5)
+    # the first wave of resumed trials finishes at the maximum budget first
+    assert result.first_completed_s == pytest.approx(2 * 1.5 + 3.5)
 
 
 def test_simulate_measures_time_to_target_and_keeps_a_best_so_far_trace():
