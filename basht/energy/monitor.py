@@ -7,9 +7,10 @@ component's energy the way Kepler does:
 * active = energy × u, with u the node's CPU utilisation over the interval; each worker slot's
   trial gets active × (its worker's CPU seconds / the node's busy CPU seconds);
 * active energy no trial used (the driver, the OS, an idle worker's bookkeeping) is `overhead`;
-* idle = energy − active is split evenly over the worker slots: a slot running a trial books its
-  part as `baseline` idle (the floor paid while busy), an empty slot as `allocation` idle (a
-  provisioned worker with nothing to do: scheduling gaps, waiting for a rung, result collection).
+* idle = energy − active is split evenly over the worker slots on this node: a slot running a
+  trial books its part as `baseline` idle (the floor paid while busy), an empty slot as
+  `allocation` idle (a provisioned worker with nothing to do: scheduling gaps, waiting for a
+  rung, result collection). A slot whose trial ran in no process here is on another node.
 
 So trial energies + baseline + allocation + overhead = node energy, exactly, in every interval.
 A trial's boundaries trigger a sample, so intervals never straddle two trials on one slot.
@@ -69,6 +70,7 @@ class _Slot:
     process: Any = None
     cpu_s: float = 0.0
     gpus: dict[str, float] = field(default_factory=dict)  # GPU component -> the share it holds
+    remote: bool = False  # its worker runs on another node: none of this node's idle is its
 
 
 @dataclass
@@ -205,15 +207,14 @@ class EnergyMonitor:
                 self._add(slot.kind, slot.trial, component, active * share, intensity)
                 booked += active * share
         self._add("overhead", None, component, active - booked, intensity)
-        if not self._slots:
+        local = [slot for slot in self._slots if not slot.remote]
+        if not local:
             self._add("baseline", None, component, idle, intensity)
             return
-        per_slot = idle / len(self._slots)
-        busy_slots = sum(slot.trial is not None for slot in self._slots)
+        per_slot = idle / len(local)
+        busy_slots = sum(slot.trial is not None for slot in local)
         self._add("baseline", None, component, per_slot * busy_slots, intensity)
-        self._add(
-            "allocation", None, component, per_slot * (len(self._slots) - busy_slots), intensity
-        )
+        self._add("allocation", None, component, per_slot * (len(local) - busy_slots), intensity)
 
     def _book_device(self, device: str, energy: float, intensity: float, dt: float) -> None:
         """A GPU's energy goes to the trials on the slots that own it, not by CPU time.
@@ -277,6 +278,8 @@ class EnergyMonitor:
                     times = s.process.cpu_times()
                     s.cpu_s = times.user + times.system
             s.trial, s.kind = trial, kind
+            if trial is not None:  # an empty slot's worker stays where it was
+                s.remote = pid is None
             if trial is not None and pid is None and kind == "trial":
                 self._add("trial", trial, UNMEASURED, 0.0, 0.0)
 

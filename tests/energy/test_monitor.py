@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -182,3 +183,29 @@ def test_a_trial_in_a_process_this_node_cannot_see_is_marked_unmeasured():
     assert [k for k in monitor.accounts if k[1] == 4] == [("trial", 4, UNMEASURED)]
     node = sum(monitor.total_j.values())
     assert sum(a.energy_j for a in monitor.accounts.values()) == pytest.approx(node, rel=1e-9)
+
+
+def test_idle_energy_is_split_over_the_slots_on_this_node_only():
+    monitor = _monitor(slots=3)
+    monitor.close()
+    monitor.assign(2, None, 9)  # worker 2 runs on another node...
+    monitor.assign(2, None, None)  # ...and stays there between trials
+    monitor.accounts.clear()
+    monitor._slots[0].trial = 7
+    monitor._book("cpu", 100.0, u=0.0, shares=[0.0, 0.0, 0.0], intensity=0.0)
+    got = {k: round(a.energy_j, 9) for k, a in monitor.accounts.items() if a.energy_j}
+    # 100 J idle over the two local slots: busy slot 0 -> baseline, empty slot 1 -> allocation.
+    assert got == {("baseline", None, "cpu"): 50.0, ("allocation", None, "cpu"): 50.0}
+    monitor.assign(2, os.getpid(), 10)  # a worker started again on this node counts again
+    assert not monitor._slots[2].remote
+
+
+def test_with_every_worker_elsewhere_this_nodes_idle_is_baseline():
+    monitor = _monitor(slots=2)
+    monitor.close()
+    monitor.assign(0, None, 1)
+    monitor.assign(1, None, 2)
+    monitor.accounts.clear()
+    monitor._book("cpu", 10.0, u=0.0, shares=[0.0, 0.0], intensity=0.0)
+    got = {k: round(a.energy_j, 9) for k, a in monitor.accounts.items() if a.energy_j}
+    assert got == {("baseline", None, "cpu"): 10.0}
