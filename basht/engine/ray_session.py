@@ -120,12 +120,24 @@ class RaySession:
             self._temp_dir = None
 
 
+def _host_port(address: str | None) -> tuple[str, int] | None:
+    """(host, port) of a `host:port` or `scheme://host:port` address; None for `auto` or for
+    anything else, which Ray looks up or rejects itself."""
+    if not address or address == "auto":
+        return None
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
+    if not host or not port.isdigit():
+        return None
+    return host.strip("[]"), int(port)
+
+
 def _on_loopback(address: str | None) -> bool:
-    """Whether a `host:port` cluster address names this machine's loopback (not `auto`, and not
-    `ray://`, whose gRPC channel goes where it says)."""
-    if not address or address == "auto" or "://" in address:
+    """Whether a `host:port` cluster address names this machine's loopback (not `ray://`, whose
+    gRPC channel goes where it says)."""
+    parsed = _host_port(address)
+    if parsed is None or "://" in str(address):
         return False
-    host = address.rsplit(":", 1)[0].strip("[]")
+    host = parsed[0]
     if host == "localhost":
         return True
     try:
@@ -138,18 +150,18 @@ def _unreachable(address: str | None, timeout_s: float = 5.0) -> str | None:
     """Why nothing answers at a `host:port` (or `ray://host:port`) address, or None if it does.
 
     Ray retries an unreachable head for many minutes before it gives up; a plain TCP connection
-    tells in seconds. `auto` is left to Ray, which looks the address up itself.
+    tells in seconds.
     """
-    if not address or address == "auto":
+    parsed = _host_port(address)
+    if parsed is None:
         return None
-    host, _, port = address.split("://", 1)[-1].rpartition(":")
-    if not host or not port.isdigit():
-        return None  # not host:port: Ray says what is wrong with it
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+        with socket.create_connection(parsed, timeout=timeout_s):
             return None
     except OSError as err:
-        return f"nothing answers at {host}:{port} ({err.strerror or err})"
+        host, port = parsed
+        shown = f"[{host}]" if ":" in host else host  # an IPv6 address keeps its brackets
+        return f"nothing answers at {shown}:{port} ({err.strerror or err})"
 
 
 def _temp_root() -> str:
