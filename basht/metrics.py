@@ -24,7 +24,7 @@ import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from basht.energy.monitor import IDLE_KINDS, UNMEASURED
+from basht.energy.monitor import IDLE_KINDS, UNMEASURED, source_label
 from basht.store import Store
 
 #: Trials whose compute counts as wasted: crashed, aborted, or stopped early by the pruner.
@@ -101,7 +101,7 @@ def compute_metrics(
             idle_j[a.kind] += a.energy_j
         elif a.kind == "test":
             test_j += a.energy_j
-    source = "+".join(sorted({a.source for a in accounts})) or None
+    source = source_label(accounts) or None
 
     out: list[Metric] = []
     per_trial_kwh = [energy_j.get(t.number, 0.0) / J_PER_KWH for t in trials]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -38,6 +38,12 @@ IDLE_KINDS = ("baseline", "allocation", "overhead")
 UNMEASURED = "unmeasured"
 _BOUNDARY_RESOLUTION_S = 0.05
 J_PER_KWH = 3.6e6
+
+
+def source_label(accounts: Iterable[Any]) -> str:
+    """The sources behind booked energy accounts ("estimate", "nvml+rapl"...), the unmeasured
+    marker left out; empty when nothing was booked."""
+    return "+".join(sorted({a.source for a in accounts if a.component != UNMEASURED}))
 
 
 class Intensity(Protocol):
@@ -280,8 +286,8 @@ class EnergyMonitor:
             s.trial, s.kind = trial, kind
             if trial is not None:  # an empty slot's worker stays where it was
                 s.remote = pid is None
-            if trial is not None and pid is None and kind == "trial":
-                self._add("trial", trial, UNMEASURED, 0.0, 0.0)
+                if s.remote and kind == "trial":
+                    self._add("trial", trial, UNMEASURED, 0.0, 0.0)
 
     # -- windows ----------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from basht.energy.monitor import UNMEASURED
+from basht.energy.monitor import UNMEASURED, source_label
 from basht.store import Store
 
 
@@ -74,8 +74,7 @@ def energy_by_kind_j(store: Store, run_id: str) -> dict[str, float]:
 
 def energy_source(store: Store, run_id: str) -> str:
     """Where the energy figures came from (`estimate`, `rapl`, ...), for labelling them."""
-    accounts = store.energy_accounts(run_id)
-    return "+".join(sorted({a.source for a in accounts if a.component != UNMEASURED})) or "none"
+    return source_label(store.energy_accounts(run_id)) or "none"
 
 
 def phase_durations(store: Store, run_id: str) -> dict[str, float]:
