@@ -127,17 +127,20 @@ class _Worker:
         )
 
     def _move(
-        self, workload: Any, task: TrialTask, epoch: int, placement: tuple[tuple[str, ...], float]
+        self,
+        state: Any,
+        task: TrialTask,
+        epoch: int,
+        placement: tuple[tuple[str, ...], float],
+        start: float,
     ) -> tuple[Any, TrialTask]:
-        """Restart a trial from its checkpoint on other devices (Fluid grew or shrank it).
+        """Restart a trial from its state on other devices (Fluid grew or shrank it).
 
         The workload keeps its global batch size over however many devices it gets, so the
-        result does not depend on the move. Timed and reported as a load.
+        result does not depend on the move. Timed from `start` (the snapshot included) and
+        reported as a load.
         """
-        start = time.perf_counter()
         devices, share = placement
-        state = workload.state_dict()
-        del workload  # frees its device memory before the new replicas are built
         task = dataclasses.replace(task, devices=tuple(devices), device_share=share)
         workload = build_workload(task.workload)
         workload.load(task.config, self._resources(task))
@@ -195,7 +198,11 @@ class _Worker:
                 if isinstance(change, int) and change:
                     resize(workload, change)  # Fluid: a new thread count from the next epoch on
                 elif change:
-                    workload, task = self._move(workload, task, epoch, change)
+                    start = time.perf_counter()
+                    state = workload.state_dict()
+                    # The last reference: its device memory is freed before the new replicas.
+                    del workload
+                    workload, task = self._move(state, task, epoch, change, start)
                 continue
             if command in (PAUSE, COMPLETE) and path:
                 save_state(workload.state_dict(), path)
