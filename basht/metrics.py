@@ -13,9 +13,10 @@ d_i) and W the wasted trials (`measure.wasted_states`, by default failed, aborte
 
 Node energy = Σ E_i + idle + the test phase's energy (`energy_test`), exactly.
 
-A trial that ran where this node's counters cannot see it (another Ray node, or behind Ray Client)
-has no E_i: TWH, WTE and WR are then left empty (`-`, source `unmeasured`) rather than computed
-as if its energy were 0, and `trials_unmeasured` says how many such trials there were.
+Node energy sums every metered node (a Ray node's meter books its own). A trial whose energy no
+counter fully saw (it ran on a Ray node whose meter was lost with the node) has no E_i: TWH, WTE
+and WR are then left empty (`-`, source `unmeasured`) rather than computed as if its energy were 0,
+and `trials_unmeasured` says how many such trials there were.
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ def compute_metrics(
     else:
         out.append(Metric("WTE", sum(per_trial_kwh[i] for i in wasted), "kWh", source))
     out.append(Metric("WTC", sum(costs[i] for i in wasted), "USD"))
-    if unmeasured:  # their energy is in this node's idle (Ray Client) or on no counter at all
+    if unmeasured:  # what a lost meter booked for them is on no counter now
         out.append(Metric("WR", None, "%", UNMEASURED))
     elif node_j > 0:
         out.append(Metric("WR", 100 * sum(idle_j.values()) / node_j, "%", source))

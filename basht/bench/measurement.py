@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
-from basht.energy.estimate import EstimateModel
 from basht.energy.monitor import UNMEASURED, Account, EnergyMonitor
-from basht.energy.sources import open_sources
+from basht.energy.node import open_node_sources, slot_devices
 from basht.experiment import Experiment
 from basht.store import Store
 
@@ -20,21 +18,7 @@ def start_monitor(experiment: Experiment, store: Store, run_id: str, resume: boo
     from basht.energy.carbon import intensity_from_spec
 
     measure, resources = experiment.measure, experiment.resources
-    estimate = EstimateModel(
-        vcpus=os.cpu_count() or 1,
-        # Allocated memory, not the host's: on a shared or virtual host the host's RAM is not ours.
-        memory_gb=resources.workers * resources.memory_per_worker_mb / 1024,
-        idle_w_per_vcpu=measure.estimate.idle_w_per_vcpu,
-        max_w_per_vcpu=measure.estimate.max_w_per_vcpu,
-        memory_w_per_gb=measure.estimate.memory_w_per_gb,
-    )
-    sources = open_sources(
-        measure.energy,
-        accelerator=resources.accelerator,
-        estimate=estimate,
-        prometheus_url=measure.prometheus_url,
-        prometheus_query=measure.prometheus_query,
-    )
+    sources = open_node_sources(measure, resources, resources.workers)
     intensity = intensity_from_spec(measure.carbon)
     previous = _previous_accounts(store, run_id) if resume else {}
 
@@ -62,13 +46,11 @@ def start_monitor(experiment: Experiment, store: Store, run_id: str, resume: boo
             ],
         )
 
-    gpus = sorted(c for c in sources.component_sources if c.startswith("gpu:"))
     monitor = EnergyMonitor(
         source=sources,
         sample_interval_s=measure.sample_interval_s,
         slots=resources.workers,
-        # Workers take the GPUs in turn (worker w on GPU w mod count), as the executor places them.
-        slot_devices=[gpus[w % len(gpus)] for w in range(resources.workers)] if gpus else None,
+        slot_devices=slot_devices(sources, resources.workers),
         intensity=intensity,
         sink=sink,
     )

@@ -10,6 +10,7 @@ from sqlalchemy import select
 
 from basht.bench.lifecycle import BestTrial, RunContext
 from basht.engine import LocalExecutor, RayExecutor, TrialTask, WorkloadRef
+from basht.engine.ray_meter import NodeMeters
 from basht.errors import BashtError
 from basht.experiment import Experiment
 from basht.store import CheckpointRow, Store, TrialRow
@@ -39,7 +40,7 @@ class NativeSystem:
         exp = self.ctx.experiment
         resources, engine = exp.resources, exp.engine
         if exp.executor == "ray":
-            self.executor = _ray_executor(exp)
+            self.executor = _ray_executor(exp, metered=self.ctx.monitor is not None)
         else:
             self.executor = LocalExecutor(
                 resources.workers,
@@ -59,6 +60,8 @@ class NativeSystem:
             self.executor.resizable = self.can_checkpoint  # moving devices needs a checkpoint
             if self.ctx.monitor is not None:
                 self.executor.on_place = self.ctx.monitor.place
+        elif self.ctx.monitor is not None:
+            self.ctx.monitor.elsewhere = self.executor.meters  # other nodes' energy, pulled
         exp = self.ctx.experiment
         self.algorithm = make_algorithm(exp, self.can_checkpoint)
         self.ctx.store.update_run(self.ctx.run_id, algorithm=describe(exp, self.algorithm))
@@ -95,11 +98,22 @@ class NativeSystem:
         if running:
             self._segment_start[trial_id] = now
         if self.ctx.monitor is not None:
-            pid = self.executor.pid_of(worker) if running else None
-            self.ctx.monitor.assign(worker, pid, trial_id if running else None)
+            if running:
+                self._attribute(worker, trial_id)
+            else:
+                self.ctx.monitor.assign(worker, None, None)
         if self.ctx.exporter is not None and not running:
             started = self._segment_start.pop(trial_id, None)
             self.ctx.exporter.trial_ended(event, None if started is None else now - started)
+
+    def _attribute(self, worker: int, trial_id: int, kind: str = "trial") -> None:
+        """Tell this node's energy monitor what `worker` runs: in a process it can read, or
+        on another node (whose meter books it, if the executor keeps one there)."""
+        assert self.executor is not None and self.ctx.monitor is not None
+        metered = isinstance(self.executor, RayExecutor) and self.executor.metered_elsewhere(worker)
+        self.ctx.monitor.assign(
+            worker, self.executor.pid_of(worker), trial_id, kind, metered_elsewhere=metered
+        )
 
     def collect_results(self) -> BestTrial:
         return best_trial_from_store(self.ctx)
@@ -123,7 +137,7 @@ class NativeSystem:
         worker = self.executor.first_idle() if monitor is not None else None
         if monitor is not None and worker is not None:
             # The test run is booked as its own kind: neither a trial nor idle.
-            monitor.assign(worker, self.executor.pid_of(worker), best.trial_id, kind="test")
+            self._attribute(worker, best.trial_id, kind="test")
         try:
             event = self.executor.run_test(task, best.budget)
         finally:
@@ -160,8 +174,9 @@ def _local_devices(exp: Experiment) -> list[str]:
     return [f"cuda:{i}" for i in range(count)]
 
 
-def _ray_executor(exp: Experiment) -> RayExecutor:
-    """Trials as Ray actors, on a Ray of their own or the cluster at `ray.address`."""
+def _ray_executor(exp: Experiment, metered: bool) -> RayExecutor:
+    """Trials as Ray actors, on a Ray of their own or the cluster at `ray.address`; when
+    `metered`, with an energy meter on each node whose workers this machine cannot see."""
     if exp.engine.scheduler != "fifo":
         raise BashtError(f"engine.scheduler: {exp.engine.scheduler} runs on executor: local only")
     resources = exp.resources
@@ -171,6 +186,7 @@ def _ray_executor(exp: Experiment) -> RayExecutor:
         accelerator=resources.accelerator,
         memory_per_worker_mb=resources.memory_per_worker_mb,
         address=exp.ray.address if exp.ray is not None else None,
+        meters=NodeMeters(exp.measure, resources) if metered else None,
     )
 
 

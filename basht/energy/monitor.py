@@ -12,6 +12,9 @@ component's energy the way Kepler does:
   `allocation` idle (a provisioned worker with nothing to do: scheduling gaps, waiting for a
   rung, result collection). A slot whose trial ran in no process here is on another node.
 
+A worker on another node is out of this sampler's sight: a meter there (`Elsewhere`, one
+EnergyMonitor per node) books its trials, and `flush` merges what the meters booked.
+
 So trial energies + baseline + allocation + overhead = node energy, exactly, in every interval.
 A trial's boundaries trigger a sample, so intervals never straddle two trials on one slot.
 """
@@ -33,8 +36,8 @@ from basht.energy.sources import CombinedSource, open_sources
 log = logging.getLogger(__name__)
 
 IDLE_KINDS = ("baseline", "allocation", "overhead")
-#: The component of a trial that ran where no counter of this node sees it (another Ray node, or
-#: any node behind Ray Client): a zero account that says its energy is unknown, not zero.
+#: The component of a trial that ran where no counter saw it all (on another node with no meter
+#: there, or one lost with its node): a zero account that says its energy is unknown, not zero.
 UNMEASURED = "unmeasured"
 _BOUNDARY_RESOLUTION_S = 0.05
 J_PER_KWH = 3.6e6
@@ -46,8 +49,27 @@ def source_label(accounts: Iterable[Any]) -> str:
     return "+".join(sorted({a.source for a in accounts if a.component != UNMEASURED}))
 
 
+AccountKey = tuple[str, int | None, str]  # (kind, trial, component)
+
+
 class Intensity(Protocol):
     def g_per_kwh(self, at: float) -> float: ...
+
+
+@dataclass
+class Pulled:
+    """What the meters on other nodes booked: their power samples since the last pull, and
+    everything they booked so far (components named after their node)."""
+
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    accounts: dict[AccountKey, Account] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+class Elsewhere(Protocol):
+    """The meters of the nodes whose workers this monitor cannot see."""
+
+    def pull(self, final: bool, intensity: Intensity | None) -> Pulled: ...
 
 
 @dataclass(frozen=True)
@@ -90,25 +112,28 @@ class EnergyMonitor:
     """Samples `source` every `sample_interval_s` in a background thread until `close()`.
 
     `slots` is the number of worker slots whose trials are attributed (`assign`). `sink`, if given,
-    receives the buffered power samples and the current accounts every `flush_every_s` and at close.
+    receives the buffered power samples and the current accounts every `flush_every_s` and at close,
+    with what `elsewhere` pulled from other nodes' meters merged in. A node meter starts with
+    `slots_here=False`: a slot is its own from the first trial assigned to it there.
     """
 
     source: CombinedSource | None = None
     sample_interval_s: float = 0.5
     slots: int = 0
     intensity: Intensity | None = None
-    sink: (
-        Callable[[list[dict[str, Any]], dict[tuple[str, int | None, str], Account]], None] | None
-    ) = None
+    sink: Callable[[list[dict[str, Any]], dict[AccountKey, Account]], None] | None = None
     flush_every_s: float = 5.0
     slot_devices: list[str] | None = None  # the GPU component each worker slot uses, e.g. gpu:0
-    accounts: dict[tuple[str, int | None, str], Account] = field(default_factory=dict)
+    slots_here: bool = True
+    elsewhere: Elsewhere | None = None
+    accounts: dict[AccountKey, Account] = field(default_factory=dict)
     cpu_time_s: float = 0.0  # the sampler thread's own CPU time: its overhead
 
     def __post_init__(self) -> None:
         self.source = self.source or open_sources()
         self._lock = threading.RLock()
-        self._slots = [_Slot() for _ in range(self.slots)]
+        self._slots = [_Slot(remote=not self.slots_here) for _ in range(self.slots)]
+        self._pulled = Pulled()
         for slot, device in zip(self._slots, self.slot_devices or (), strict=False):
             slot.gpus = {device: 1.0}
         self._windows: dict[str, _Window] = {}
@@ -130,8 +155,19 @@ class EnergyMonitor:
 
     @property
     def source_of(self) -> dict[str, str]:
+        """The source of each component, other nodes' included once pulled."""
         assert self.source is not None
-        return self.source.component_sources
+        return {**self.source.component_sources, **self._pulled.sources}
+
+    def all_accounts(self) -> dict[AccountKey, Account]:
+        """This node's accounts and, as of the last pull, other nodes'."""
+        with self._lock:
+            merged = {k: Account(a.energy_j, a.emissions_g) for k, a in self.accounts.items()}
+        for key, account in self._pulled.accounts.items():
+            target = merged.setdefault(key, Account())
+            target.energy_j += account.energy_j
+            target.emissions_g += account.emissions_g
+        return merged
 
     # -- the sampler ------------------------------------------------------------------------
 
@@ -263,9 +299,18 @@ class EnergyMonitor:
             process = self._processes[pid] = psutil.Process(pid)
         return process
 
-    def assign(self, slot: int, pid: int | None, trial: int | None, kind: str = "trial") -> None:
+    def assign(
+        self,
+        slot: int,
+        pid: int | None,
+        trial: int | None,
+        kind: str = "trial",
+        *,
+        metered_elsewhere: bool = False,
+    ) -> None:
         """Slot `slot` now runs `trial` in process `pid` (None: the slot is empty, or `trial`
-        runs in a process this node cannot see, which marks its energy as unmeasured).
+        runs in a process this node cannot see: a meter on its node books it when
+        `metered_elsewhere`, and otherwise its energy is marked unmeasured).
 
         `kind` books its energy as something other than a trial: the test phase runs on a worker
         too, and its energy is neither a trial's nor idle.
@@ -286,8 +331,17 @@ class EnergyMonitor:
             s.trial, s.kind = trial, kind
             if trial is not None:  # an empty slot's worker stays where it was
                 s.remote = pid is None
-                if s.remote and kind == "trial":
+                if s.remote and kind == "trial" and not metered_elsewhere:
                     self._add("trial", trial, UNMEASURED, 0.0, 0.0)
+
+    def leave(self, slot: int) -> None:
+        """Slot `slot`'s worker has left this node (lost, or started again on another)."""
+        with self._lock:
+            if time.time() - self._at > _BOUNDARY_RESOLUTION_S:
+                self.sample()
+            s = self._slots[slot]
+            s.pid = s.trial = s.process = None
+            s.cpu_s, s.remote = 0.0, True
 
     # -- windows ----------------------------------------------------------------------------
 
@@ -313,14 +367,21 @@ class EnergyMonitor:
 
     # -- output -----------------------------------------------------------------------------
 
-    def flush(self) -> None:
-        if self.sink is None:
-            return
+    def drain(self) -> tuple[list[dict[str, Any]], dict[AccountKey, Account]]:
+        """The power samples taken since the last drain, and a copy of every account."""
         with self._lock:
             samples, self._samples = self._samples, []
             accounts = {k: Account(a.energy_j, a.emissions_g) for k, a in self.accounts.items()}
             self._last_flush = time.monotonic()
-        self.sink(samples, accounts)
+        return samples, accounts
+
+    def flush(self, final: bool = False) -> None:
+        if self.sink is None:
+            return
+        if self.elsewhere is not None:  # outside the lock: a pull waits on other nodes
+            self._pulled = self.elsewhere.pull(final, self.intensity)
+        samples, _ = self.drain()
+        self.sink(samples + self._pulled.samples, self.all_accounts())
 
     def close(self) -> None:
         """Stop sampling after a last sample, and hand everything to the sink."""
@@ -329,7 +390,7 @@ class EnergyMonitor:
         self._stop.set()
         self._thread.join(timeout=5.0)
         self.sample()
-        self.flush()
+        self.flush(final=True)
         assert self.source is not None
         self.source.close()
 

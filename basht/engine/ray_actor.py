@@ -12,6 +12,7 @@ import dataclasses
 import os
 import queue
 import shutil
+import socket
 import tempfile
 import threading
 from collections.abc import Callable
@@ -64,6 +65,16 @@ def write_atomically(path: str | Path, data: bytes) -> None:
     os.replace(tmp, target)
 
 
+def process_view() -> str:
+    """Which processes this one can read: two processes with the same view (one kernel boot,
+    one PID namespace) see each other's CPU times, so one sampler can attribute both."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot} {os.readlink('/proc/self/ns/pid')}"
+    except OSError:  # no procfs (macOS): one host, one view
+        return socket.gethostname()
+
+
 def _scratch_dir(index: int) -> Path:
     """Under the node's Ray temp folder, so what a killed actor leaves goes with Ray's session."""
     import ray
@@ -88,12 +99,13 @@ class TrialActor:
         self._thread: threading.Thread | None = None
         self._runs = 0
 
-    def prepare(self, ref: WorkloadRef | None) -> tuple[int, str, str | None]:
-        """Where the actor runs (pid, Ray node id), after setting up `ref` if given."""
+    def prepare(self, ref: WorkloadRef | None) -> tuple[int, str, str, str | None]:
+        """Where the actor runs (pid, Ray node id, `process_view()`), after setting up `ref` if
+        given."""
         import ray
 
         error = self._worker.setup(ref) if ref is not None else None
-        return os.getpid(), ray.get_runtime_context().get_node_id(), error
+        return os.getpid(), ray.get_runtime_context().get_node_id(), process_view(), error
 
     def run(self, task: TrialTask, state: bytes | None) -> None:
         """Start a trial (from `state`, the bytes of its checkpoint, when it resumes)."""

@@ -9,6 +9,9 @@ the checkpoint it started from, on the next free worker. Epochs the driver has a
 replayed without being reported again, and the driver's answer to the last one is applied where
 the replay reaches it, so the Tuner never notices. A replacement actor is started for the lost one
 and waits for room on the cluster.
+
+With `meters`, a worker whose process the driver cannot read (another machine, another PID
+namespace) has its trials metered on its own node (`ray_meter`).
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from basht.engine.messages import (
     WorkloadRef,
     await_test,
 )
-from basht.engine.ray_actor import TrialActor, write_atomically
+from basht.engine.ray_actor import TrialActor, process_view, write_atomically
+from basht.engine.ray_meter import NodeMeters
 from basht.engine.ray_session import RaySession
 from basht.errors import BashtError
 
@@ -75,6 +79,7 @@ class _Slot:
     job: _Job | None = None
     pid: int | None = None
     node_id: str | None = None
+    view: str | None = None  # its `process_view`: the driver reads its process if they match
     failed_starts: int = 0
 
     @property
@@ -98,8 +103,11 @@ class RayExecutor:
         memory_per_worker_mb: int = 0,
         address: str | None = None,
         start_timeout_s: float = _START_TIMEOUT_S,
+        meters: NodeMeters | None = None,
     ):
         self.workers, self.cpus_per_worker = workers, cpus_per_worker
+        self.meters = meters
+        self._view = process_view()
         self.accelerator, self.memory_per_worker_mb = accelerator, memory_per_worker_mb
         self.address, self.start_timeout_s = address, start_timeout_s
         self.gpus_per_worker = 0.0
@@ -121,6 +129,19 @@ class RayExecutor:
         for slot in self._slots:
             self._launch(slot)
         self._await_ready("start")
+        self.start_meters()
+
+    def start_meters(self) -> None:
+        """A meter on each node with workers out of the driver's sight, sampling before any
+        trial starts there (a worker started again later on a new node gets one on its way)."""
+        if self.meters is None:
+            return
+        nodes: dict[str, int] = {}
+        for slot in self._slots:
+            if slot.node_id is not None and not self._visible(slot):
+                nodes[slot.node_id] = nodes.get(slot.node_id, 0) + 1
+        if nodes:
+            self.meters.start(nodes, self.workers, self.start_timeout_s)
 
     def _gpus_per_worker(self, ray: Any) -> float:
         """One GPU each, or an equal share of one when there are more workers than GPUs."""
@@ -177,7 +198,7 @@ class RayExecutor:
             slot.index, self.cpus_per_worker, device
         )
         slot.ready = slot.actor.prepare.remote(self._setup_ref)
-        slot.events, slot.job, slot.pid, slot.node_id = None, None, None, None
+        slot.events, slot.job, slot.pid, slot.node_id, slot.view = None, None, None, None, None
 
     def _await_ready(self, phase: str) -> None:
         import ray
@@ -198,7 +219,7 @@ class RayExecutor:
         import ray
 
         try:
-            slot.pid, slot.node_id, error = ray.get(slot.ready)
+            slot.pid, slot.node_id, slot.view, error = ray.get(slot.ready)
         except _lost_errors() as err:
             slot.failed_starts += 1
             if slot.failed_starts >= _MAX_START_FAILURES:
@@ -227,6 +248,8 @@ class RayExecutor:
         """Remove the actors and their placement groups; stop a Ray of our own. Safe to call twice."""
         if self._slots:
             self._remove_workers(timeout_s)
+        if self.meters is not None:
+            self.meters.shutdown()
         self._session.close(timeout_s)
 
     def _remove_workers(self, timeout_s: float) -> None:
@@ -257,11 +280,26 @@ class RayExecutor:
         return [job.task.trial_id for job in jobs]
 
     def pid_of(self, worker: int) -> int | None:
-        """The process id of worker `worker` if it runs on the driver's node (None elsewhere)."""
+        """The process id of worker `worker` if the driver can read its process (None if not)."""
         slot = self._slots[worker] if 0 <= worker < len(self._slots) else None
-        if slot is None or slot.node_id is None or slot.node_id != self._session.driver_node:
-            return None
-        return slot.pid
+        return slot.pid if slot is not None and self._visible(slot) else None
+
+    def metered_elsewhere(self, worker: int) -> bool:
+        """Whether a meter on its node books worker `worker`'s trials, the driver unable to."""
+        slot = self._slots[worker] if 0 <= worker < len(self._slots) else None
+        return self.meters is not None and slot is not None and not self._visible(slot)
+
+    def _visible(self, slot: _Slot) -> bool:
+        return slot.view is not None and slot.view == self._view
+
+    def _meter(self, slot: _Slot, trial: int | None, kind: str = "trial") -> None:
+        """Tell the meter on the slot's node what the slot runs now, if the driver cannot see."""
+        if self.meters is None or slot.node_id is None or self._visible(slot):
+            return
+        here = sum(s.node_id == slot.node_id for s in self._slots)
+        self.meters.assign(
+            slot.index, slot.node_id, slot.pid, trial, kind, slots=self.workers, here=here
+        )
 
     def first_idle(self) -> int | None:
         """The worker the next `submit` or `run_test` will use."""
@@ -327,6 +365,7 @@ class RayExecutor:
 
     def _dispatch(self, slot: _Slot, job: _Job) -> None:
         slot.job = job
+        self._meter(slot, job.task.trial_id, "trial" if job.kind == "run" else job.kind)
         if job.kind == "run":
             slot.actor.run.remote(job.task, job.state)
         else:
@@ -370,6 +409,7 @@ class RayExecutor:
         if event.kind == "report":
             return self._on_report(slot, job, event)
         slot.job = None  # the trial left the worker
+        self._meter(slot, None)
         if state is not None and event.path:
             write_atomically(event.path, state)
         return [event]
@@ -392,6 +432,8 @@ class RayExecutor:
         reason = " ".join(str(err).split())[:300]
         log.warning("Ray worker %d (node %s) was lost: %s", slot.index, slot.node_id, reason)
         job, slot.job = slot.job, None
+        if self.meters is not None:
+            self.meters.leave(slot.index)
         events: list[TrialEvent] = []
         if job is not None:
             job.losses += 1

@@ -32,7 +32,6 @@ class RaySession:
 
     def __init__(self, address: str | None = None, num_cpus: int = 1, gpus: bool = False):
         self.address, self.num_cpus, self.gpus = address, num_cpus, gpus
-        self.driver_node: str | None = None  # the Ray node this process runs on, if any
         self._temp_dir: Path | None = None
         self._connected = False
 
@@ -78,14 +77,6 @@ class RaySession:
                     raise BashtError(
                         f"cannot join the Ray cluster at {self.address}: {reason}"
                     ) from None
-        # Through Ray Client the driver is on no node: no actor is ever local to it.
-        client = (self.address or "").startswith("ray://")
-        self.driver_node = None if client else ray.get_runtime_context().get_node_id()
-        if client:
-            log.warning(
-                "through Ray Client no trial runs where this machine can measure it: "
-                "TWH, WTE and WR will be reported as unmeasured"
-            )
         return ray
 
     def _start_local(self, ray: Any) -> None:

@@ -36,7 +36,7 @@ class _MonitorCollector(Collector):
             labels=["kind"],
         )
         emissions = CounterMetricFamily(
-            "basht_emissions_grams", "CO2-equivalent emissions of the node's energy."
+            "basht_emissions_grams", "CO2-equivalent emissions of the energy measured so far."
         )
         cost = CounterMetricFamily("basht_cost_usd", "Cost of the provisioned resources so far.")
         intensity = GaugeMetricFamily(
@@ -46,14 +46,13 @@ class _MonitorCollector(Collector):
         by_component: dict[str, float] = {}
         by_kind = dict.fromkeys(IDLE_KINDS, 0.0)
         grams = 0.0
-        with self.monitor._lock:
-            for (kind, _trial, component), account in self.monitor.accounts.items():
-                if component == UNMEASURED:
-                    continue  # a marker of 0 J, not a component of this node
-                by_component[component] = by_component.get(component, 0.0) + account.energy_j
-                if kind in by_kind:
-                    by_kind[kind] += account.energy_j
-                grams += account.emissions_g
+        for (kind, _trial, component), account in self.monitor.all_accounts().items():
+            if component == UNMEASURED:
+                continue  # a marker of 0 J, not a component of any node
+            by_component[component] = by_component.get(component, 0.0) + account.energy_j
+            if kind in by_kind:
+                by_kind[kind] += account.energy_j
+            grams += account.emissions_g
         for component, joules in sorted(by_component.items()):
             energy.add_metric([component, self.monitor.source_of.get(component, "")], joules)
         for kind, joules in by_kind.items():

@@ -209,3 +209,68 @@ def test_with_every_worker_elsewhere_this_nodes_idle_is_baseline():
     monitor._book("cpu", 10.0, u=0.0, shares=[0.0, 0.0], intensity=0.0)
     got = {k: round(a.energy_j, 9) for k, a in monitor.accounts.items() if a.energy_j}
     assert got == {("baseline", None, "cpu"): 10.0}
+
+
+def test_a_trial_metered_on_its_own_node_is_not_marked_here():
+    monitor = _monitor(slots=2)
+    monitor.assign(0, None, 4, metered_elsewhere=True)
+    monitor.assign(0, None, None)
+    monitor.close()
+    assert [k for k in monitor.accounts if k[1] == 4] == []
+    assert monitor._slots[0].remote  # and none of this node's idle is its
+
+
+def test_a_node_meter_owns_a_slot_from_its_first_trial_there_until_it_leaves():
+    monitor = _monitor(slots=3, slots_here=False)
+    monitor.close()
+    monitor.accounts.clear()
+    assert all(slot.remote for slot in monitor._slots)
+    monitor._book("cpu", 10.0, u=0.0, shares=[0.0] * 3, intensity=0.0)
+    assert {k: a.energy_j for k, a in monitor.accounts.items() if a.energy_j} == {
+        ("baseline", None, "cpu"): 10.0
+    }
+    monitor.assign(1, os.getpid(), 5)
+    monitor.assign(1, os.getpid(), None)  # between trials the slot stays this node's
+    monitor.accounts.clear()
+    monitor._book("cpu", 10.0, u=0.0, shares=[0.0] * 3, intensity=0.0)
+    assert {k: a.energy_j for k, a in monitor.accounts.items() if a.energy_j} == {
+        ("allocation", None, "cpu"): 10.0
+    }
+    monitor.leave(1)  # its worker started again on another node
+    assert monitor._slots[1].remote and monitor._slots[1].pid is None
+
+
+class _Elsewhere:
+    """Two pulls from one other node: samples once each, accounts growing."""
+
+    def __init__(self) -> None:
+        self.pulls: list[bool] = []
+
+    def pull(self, final, intensity):
+        from basht.energy.monitor import Account, Pulled
+
+        self.pulls.append(final)
+        joules = 5.0 * len(self.pulls)
+        return Pulled(
+            samples=[{"at": 0.0, "node": "node-1", "component": "cpu", "energy_j": joules}],
+            accounts={("trial", 3, "node-1/cpu"): Account(joules, joules / 1000)},
+            sources={"node-1/cpu": "rapl"},
+        )
+
+
+def test_a_flush_merges_what_other_nodes_meters_booked():
+    received = []
+    elsewhere = _Elsewhere()
+    monitor = _monitor(slots=1, sink=lambda s, a: received.append((s, a)), flush_every_s=1e9)
+    monitor.elsewhere = elsewhere
+    monitor.flush()
+    monitor.close()
+    assert elsewhere.pulls == [False, True]  # the last pull closes the meters
+    samples, accounts = received[-1]
+    assert [s for s in samples if s["node"] == "node-1"] == [
+        {"at": 0.0, "node": "node-1", "component": "cpu", "energy_j": 10.0}
+    ]
+    assert accounts["trial", 3, "node-1/cpu"].energy_j == 10.0  # cumulative, not added twice
+    assert ("overhead", None, "cpu") in accounts  # this node's own
+    assert monitor.source_of == {"cpu": "estimate", "node-1/cpu": "rapl"}
+    assert monitor.all_accounts()["trial", 3, "node-1/cpu"].energy_j == 10.0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -22,9 +23,10 @@ from pathlib import Path
 
 import psutil
 import pytest
-import ray  # noqa: F401  (imported so that a missing Ray fails here, not half-way)
+import ray
 import yaml
 
+from basht.energy import StaticIntensity
 from basht.engine import (
     COMPLETE,
     CONTINUE,
@@ -35,9 +37,10 @@ from basht.engine import (
     TrialTask,
     WorkloadRef,
 )
+from basht.engine.ray_meter import NodeMeters
 from basht.engine.ray_session import _on_loopback
 from basht.errors import ExperimentError, StoreError
-from basht.experiment import Experiment
+from basht.experiment import Experiment, MeasureSpec, ResourcesSpec
 from basht.store import Store
 from tests.test_cli import ROOT, _env
 
@@ -195,14 +198,22 @@ def _sh(*command: str) -> None:
 
 
 def _ray_node(
-    namespace: str, root: Path, name: str, env: dict[str, str], *args: str
+    namespace: str,
+    root: Path,
+    name: str,
+    env: dict[str, str],
+    *args: str,
+    own_pids: bool = False,
 ) -> subprocess.Popen[bytes]:
-    """`ray start --block` for one node, inside the namespace and under a reaper of its own."""
+    """`ray start --block` for one node, inside the namespace and under a reaper of its own;
+    with `own_pids`, in a PID namespace of its own too, so that its processes are out of the
+    driver's sight as on another machine."""
     command = [
         "ip",
         "netns",
         "exec",
         namespace,
+        *(["unshare", "--pid", "--fork", "--mount-proc"] if own_pids else []),
         *_reaped(root / f"{name}.left", sys.executable, "-m", "ray.scripts.scripts", "start"),
         "--block",
         "--node-ip-address=127.0.0.1",
@@ -276,7 +287,9 @@ def cluster() -> Iterator[Cluster]:
         _await_node(root, "head", head)
         # `ray start --address` refuses to add a node when this is 0 (it means "no clusters").
         node_env = {**env, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
-        node = _ray_node(namespace, root, "node", node_env, "--address=127.0.0.1:6379")
+        node = _ray_node(
+            namespace, root, "node", node_env, "--address=127.0.0.1:6379", own_pids=True
+        )
         _await_node(root, "node", node)
         yield Cluster(namespace, "127.0.0.1:6379", env, root, head, node)
     finally:
@@ -297,6 +310,11 @@ def _digits_asha_on(cluster: Cluster, name: str, address: str | None = None) -> 
     path = cluster.root / f"{name}.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path, store
+
+
+def _labels(accounts) -> set[str]:
+    """The nodes whose meters booked `accounts` (their components are `node-…/cpu`...)."""
+    return {a.component.split("/")[0] for a in accounts if "/" in a.component}
 
 
 def _finished(store: Store, run_id: str) -> dict[int, tuple[str, float | None, int]]:
@@ -336,7 +354,7 @@ def test_a_wrong_token_is_a_one_line_error(cluster):
     assert run.status == "failed"
 
 
-def test_digits_asha_through_ray_client_runs_and_says_trial_energy_was_not_measured(cluster):
+def test_digits_asha_through_ray_client_meters_every_trial_on_its_own_node(cluster):
     path, url = _digits_asha_on(cluster, "client", address="ray://127.0.0.1:10001")
     driver = cluster.run(sys.executable, "-m", "basht.cli", "run", "-q", str(path))
     _, err = driver.communicate(timeout=300)
@@ -346,14 +364,18 @@ def test_digits_asha_through_ray_client_runs_and_says_trial_energy_was_not_measu
     assert run.status == "completed" and run.executor == "ray"
     assert sorted(t.number for t in store.trials(run.id)) == list(range(32))
     assert run.best_value is not None and run.test_metrics
-    # Through Ray Client the driver is on no node, so no trial's energy is measured: the
-    # per-trial figures are empty and say why, instead of 0 kWh and a 100 % idle share.
+    # The head's worker is in the driver's sight; the other node's is metered by a meter there.
+    accounts = store.energy_accounts(run.id)
+    elsewhere = {a.trial for a in accounts if a.kind == "trial" and a.component.startswith("node-")}
+    here = {a.trial for a in accounts if a.kind == "trial" and "/" not in a.component}
+    assert elsewhere and here and elsewhere | here == set(range(32))
+    assert all(a.energy_j > 0 for a in accounts if a.kind == "trial"), "a trial booked no energy"
+    assert all(a.source == "estimate" for a in accounts)
+    assert {p.node for p in store.power_samples(run.id)} == {"local", *_labels(accounts)}
     metrics = {m.name: m for m in store.metrics(run.id)}
+    assert "trials_unmeasured" not in metrics
     for name in ("TWH", "WTE", "WR"):
-        assert (metrics[name].value, metrics[name].source) == (None, "unmeasured"), name
-    assert metrics["trials_unmeasured"].value == 32
-    assert "TWH, WTE and WR will be reported as unmeasured" in err
-    assert metrics["energy_total"].value > 0
+        assert metrics[name].value is not None and metrics[name].source == "estimate", name
 
 
 def test_digits_asha_on_two_nodes_completes_after_losing_one(cluster):
@@ -393,10 +415,18 @@ def test_digits_asha_on_two_nodes_completes_after_losing_one(cluster):
     # A replayed trial reported nothing twice: its lost epochs were heard once.
     heard = [(r.trial_id, r.epoch) for r in store.reports(run.id)]
     assert len(heard) == len(set(heard))
-    # The second node's trials ran where this machine's counters cannot see.
+    # The lost node's meter went with it, and with it what it booked since it was last read:
+    # those trials (a requeued one among them) are unmeasured, the rest are measured.
+    assert any(name.startswith("ray::NodeMeter") for name in killed), killed
+    assert "the energy meter on Ray node" in err
+    accounts = store.energy_accounts(run.id)
+    unmeasured = {a.trial for a in accounts if a.component == "unmeasured"}
+    requeued = {int(n) for n in re.findall(r"trial (\d+) goes back to the queue", err)}
+    assert requeued <= unmeasured and len(unmeasured) < 32
     metrics = {m.name: m for m in store.metrics(run.id)}
-    assert 1 <= metrics["trials_unmeasured"].value < 32
-    assert metrics["TWH"].value is None
+    counted = metrics["trials_unmeasured"].value if "trials_unmeasured" in metrics else 0
+    assert counted == len(unmeasured)
+    assert (metrics["TWH"].value is None) == bool(unmeasured)
 
 
 # -- lost workers, in this process ----------------------------------------------------------------
@@ -509,3 +539,46 @@ def test_a_trial_told_to_stop_before_its_worker_was_lost_just_stops(executor):
     assert stopped.epoch == report.epoch
     assert [e.kind for e in seen] == ["stopped"]  # not run again to be stopped
     _await_idle(executor, 2)
+
+
+def test_a_worker_out_of_sight_is_metered_on_its_node_and_a_lost_meter_marks_its_trials(
+    executor, monkeypatch
+):
+    meters = NodeMeters(
+        MeasureSpec(energy="estimate", sample_interval_s=0.1), ResourcesSpec(workers=2)
+    )
+    monkeypatch.setattr(executor, "meters", meters)
+    monkeypatch.setattr(executor, "_view", "another machine")  # no worker is in sight now
+    executor.start_meters()
+    ref, config = WorkloadRef("digits-sgd"), {"alpha": 1e-3}  # trials that use the CPU
+    try:
+        worker = executor.submit(TrialTask(6, config, ref, seed=1))
+        assert executor.pid_of(worker) is None and executor.metered_elsewhere(worker)
+        for epoch in range(1, 11):
+            _next(executor, "report", 6)
+            executor.command(6, CONTINUE if epoch < 10 else COMPLETE)
+        _next(executor, "completed", 6)
+        pulled = meters.pull(False, StaticIntensity(400.0))
+        booked = {k: a for k, a in pulled.accounts.items() if k[1] == 6}
+        assert booked and all(c.startswith("node-") for _, _, c in booked)
+        trial_6 = sum(a.energy_j for a in booked.values())
+        assert trial_6 > 0 and all(a.emissions_g > 0 for a in booked.values() if a.energy_j)
+        assert {s["node"] for s in pulled.samples} == {next(iter(booked))[2].split("/")[0]}
+        assert set(pulled.sources.values()) == {"estimate"}
+
+        # Its meter is lost while trial 7 runs: what it booked for 7 since is gone, 6's is kept.
+        executor.submit(TrialTask(7, config, ref, seed=1))
+        _next(executor, "report", 7)
+        (meter,) = meters._meters.values()
+        ray.kill(meter.actor, no_restart=True)
+        executor.command(7, COMPLETE)
+        _next(executor, "completed", 7)
+        pulled = meters.pull(False, None)
+        assert ("trial", 7, "unmeasured") in pulled.accounts
+        assert ("trial", 6, "unmeasured") not in pulled.accounts
+        assert sum(a.energy_j for k, a in pulled.accounts.items() if k[1] == 6) == trial_6
+        # The node is not metered again: a trial there later is marked at once.
+        _straight(executor, TrialTask(8, config, ref, seed=1), 1)
+        assert ("trial", 8, "unmeasured") in meters.pull(True, None).accounts
+    finally:
+        meters.shutdown()
