@@ -85,3 +85,35 @@ def test_no_driver_is_unavailable(monkeypatch):
 
     with pytest.raises(EnergyUnavailable, match="nvidia-ml-py"):
         NvmlSource()
+
+
+def _real_gpus() -> int:
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return torch.cuda.device_count()
+
+
+@pytest.mark.skipif(_real_gpus() == 0, reason="needs a CUDA GPU and its NVML driver")
+def test_a_real_gpu_draws_more_under_load_than_idle():
+    import time
+
+    import torch
+
+    source = NvmlSource()
+    try:
+        first = source.read()
+        time.sleep(1.0)
+        idle = source.read()
+        x = torch.randn(4096, 4096, device="cuda:0")
+        start = time.time()
+        while time.time() - start < 2.0:
+            x @ x
+        torch.cuda.synchronize()
+        busy = source.read()
+    finally:
+        source.close()
+    idle_w = (idle.energy_j["gpu:0"] - first.energy_j["gpu:0"]) / (idle.at - first.at)
+    busy_w = (busy.energy_j["gpu:0"] - idle.energy_j["gpu:0"]) / (busy.at - idle.at)
+    assert 0 < idle_w < busy_w

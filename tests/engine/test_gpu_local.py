@@ -156,3 +156,19 @@ def test_a_share_that_does_not_pack_is_refused_when_the_file_is_read(spec):
     spec["engine"] = {"min_width": 0.3}
     with pytest.raises(ExperimentError, match="engine.min_width.*1/2, 1/4"):
         Experiment.from_dict(spec)
+
+
+@pytest.mark.skipif(_cuda_devices() == 0, reason="needs a CUDA GPU")
+def test_digits_asha_on_a_real_gpu_books_its_gpu_energy_to_the_trials_sharing_it(tmp_path):
+    spec = yaml.safe_load(Path("examples/digits-asha.yaml").read_text())
+    spec["resources"].update(accelerator="gpu", workers=2)  # both on cuda:0, half each
+    spec["engine"] = {"scheduler": "fluid", "min_width": 0.5}
+    spec["store"] = f"sqlite:///{tmp_path / 'basht.db'}"
+    result = run_benchmark(Experiment.from_dict(spec), results_root=tmp_path / "results")
+    assert result.status == "completed"
+    assert result.test_metrics["accuracy"] >= 0.95
+    store = Store(spec["store"])
+    gpu = [a for a in store.energy_accounts(result.run_id) if a.component == "gpu:0"]
+    assert {a.source for a in gpu} == {"nvml"}
+    trial_j = sum(a.energy_j for a in gpu if a.kind == "trial")
+    assert trial_j > 0 and sum(a.energy_j for a in gpu) > trial_j  # and an idle floor
