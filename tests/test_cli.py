@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 import yaml
 
 from basht.store import Store
@@ -60,6 +61,15 @@ def test_basht_run_writes_store_and_results(spec, write_spec, tmp_path):
     assert results["run_id"] == run.id and results["status"] == "completed"
     assert results["best"]["value"] == run.best_value
     assert len(results["trials"]) == 4 and results["metrics"]["JCT"]["unit"] == "ms"
+    # Every joule of the node's accounts is in the energy-by-node breakdown, once.
+    assert "energy by node" in proc.stdout
+    assert {(e["node"], e["component"]) for e in results["energy"]} == {
+        ("local", "cpu"),
+        ("local", "memory"),
+    }
+    assert sum(e["total_kwh"] for e in results["energy"]) == pytest.approx(
+        results["metrics"]["energy_total"]["value"], rel=1e-9
+    )
 
     listed = _basht("runs", "--store", spec["store"], cwd=tmp_path)
     assert run.id in listed.stdout

@@ -63,7 +63,30 @@ def result_tables(summary: dict[str, Any]) -> Group:
     parts: list[Any] = [head, phases]
     if summary["metrics"]:
         parts.append(metrics)
+    if summary.get("energy"):
+        parts.append(energy_table(summary["energy"]))
     return Group(*parts)
+
+
+ENERGY_COLUMNS = ("node", "component", "source", "trials (kWh)", "idle (kWh)", "test (kWh)")
+
+
+def energy_rows(energy: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+    """Each node's components, as the energy tables show them."""
+    return [
+        (e["node"], e["component"], e["source"])
+        + tuple(_fmt(e[k]) for k in ("trials_kwh", "idle_kwh", "test_kwh"))
+        for e in energy
+    ]
+
+
+def energy_table(energy: list[dict[str, Any]]) -> Table:
+    table = Table(title="energy by node", title_justify="left")
+    for i, column in enumerate(ENERGY_COLUMNS):
+        table.add_column(column, justify="right" if i >= 3 else "left")
+    for row in energy_rows(energy):
+        table.add_row(*row)
+    return table
 
 
 def runs_table(runs: Sequence[RunRow]) -> Table:

@@ -16,7 +16,7 @@ from typing import Any
 
 from basht.report.compare import Row, compare_rows
 from basht.report.comparison import Comparison
-from basht.report.console import fmt
+from basht.report.console import ENERGY_COLUMNS, energy_rows, fmt
 from basht.report.results import build_summary
 from basht.store import Store
 
@@ -130,6 +130,8 @@ def run_sections(summary: dict[str, Any], plots: dict[str, Path] | None) -> list
         _table(("phase", "duration (s)"), phases),
         "<h2>Metrics</h2>",
         _table(("metric", "value", "unit", "source"), metrics, numeric_from=1),
+        "<h2>Energy by node</h2>",
+        _table(ENERGY_COLUMNS, energy_rows(summary.get("energy", [])), numeric_from=3),
         "<h2>Plots</h2>",
         _plots_or_note(plots, _CAPTIONS, summary["run_id"]),
     ]

@@ -7,6 +7,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from basht.energy.monitor import J_PER_KWH
+from basht.report.runstats import energy_by_node
 from basht.store import Store
 
 
@@ -66,6 +68,15 @@ def build_summary(store: Store, run_id: str) -> dict[str, Any]:
             m.name: {"value": m.value, "unit": m.unit, "source": m.source}
             for m in store.metrics(run.id)
         },
+        "energy": [
+            {
+                "node": row["node"],
+                "component": row["component"],
+                "source": row["source"],
+                **{k[:-2] + "_kwh": row[k] / J_PER_KWH for k in row if k.endswith("_j")},
+            }
+            for row in energy_by_node(store, run.id)
+        ],
     }
 
 

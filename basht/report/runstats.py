@@ -7,6 +7,7 @@ line up at the moment each started tuning; deploy and setup are in the phase bre
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from basht.energy.monitor import UNMEASURED, source_label
 from basht.store import Store
@@ -70,6 +71,28 @@ def energy_by_kind_j(store: Store, run_id: str) -> dict[str, float]:
         else:
             split[account.kind] += account.energy_j
     return dict(split)
+
+
+def energy_by_node(store: Store, run_id: str) -> list[dict[str, Any]]:
+    """Each node's energy per component: what its trials used, its idle, and the test phase.
+
+    A Ray node's meter books components named `node-…/cpu`; this machine's are plain (`local`).
+    """
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for account in store.energy_accounts(run_id):
+        if account.component == UNMEASURED:
+            continue
+        node, _, component = account.component.rpartition("/")
+        row = rows.setdefault(
+            (node or "local", component),
+            {"node": node or "local", "component": component, "source": account.source}
+            | dict.fromkeys(("trials_j", "idle_j", "test_j", "total_j"), 0.0),
+        )
+        part = {"trial": "trials_j", "test": "test_j"}.get(account.kind, "idle_j")
+        row[part] += account.energy_j
+        row["total_j"] += account.energy_j
+    local_first = sorted(rows.items(), key=lambda item: (item[0][0] != "local", item[0]))
+    return [row for _, row in local_first]
 
 
 def energy_source(store: Store, run_id: str) -> str:

@@ -41,6 +41,7 @@ from basht.engine.ray_meter import NodeMeters
 from basht.engine.ray_session import _on_loopback
 from basht.errors import ExperimentError, StoreError
 from basht.experiment import Experiment, MeasureSpec, ResourcesSpec
+from basht.report.results import build_summary
 from basht.store import Store
 from tests.test_cli import ROOT, _env
 
@@ -372,6 +373,9 @@ def test_digits_asha_through_ray_client_meters_every_trial_on_its_own_node(clust
     assert all(a.energy_j > 0 for a in accounts if a.kind == "trial"), "a trial booked no energy"
     assert all(a.source == "estimate" for a in accounts)
     assert {p.node for p in store.power_samples(run.id)} == {"local", *_labels(accounts)}
+    energy = build_summary(store, run.id)["energy"]
+    assert {e["node"] for e in energy} == {"local", *_labels(accounts)}
+    assert all(e["trials_kwh"] > 0 for e in energy if e["component"] == "cpu")
     metrics = {m.name: m for m in store.metrics(run.id)}
     assert "trials_unmeasured" not in metrics
     for name in ("TWH", "WTE", "WR"):
