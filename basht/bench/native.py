@@ -110,8 +110,12 @@ class NativeSystem:
         """Tell this node's energy monitor what `worker` runs: in a process it can read, or
         on another node (whose meter books it, if the executor keeps one there)."""
         assert self.executor is not None and self.ctx.monitor is not None
-        metered = isinstance(self.executor, RayExecutor) and self.executor.metered_elsewhere(worker)
-        self.ctx.monitor.assign(
+        monitor, metered = self.ctx.monitor, False
+        if isinstance(self.executor, RayExecutor):
+            metered = self.executor.metered_elsewhere(worker)
+            if devices := self.executor.devices_of(worker):
+                monitor.place(worker, devices)  # the GPUs Ray gave it, not worker mod GPU count
+        monitor.assign(
             worker, self.executor.pid_of(worker), trial_id, kind, metered_elsewhere=metered
         )
 

@@ -17,7 +17,7 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from basht.engine.messages import TrialEvent, TrialTask, WorkloadRef
 from basht.engine.threads import limit_threads
@@ -65,6 +65,17 @@ def write_atomically(path: str | Path, data: bytes) -> None:
     os.replace(tmp, target)
 
 
+class Placed(NamedTuple):
+    """Where a worker actor runs: its process, Ray node, `process_view` and the GPUs Ray gave it
+    (their ids on that node, as NVML numbers them there), and why its set-up failed, if it did."""
+
+    pid: int
+    node_id: str
+    view: str
+    gpus: tuple[str, ...]
+    error: str | None
+
+
 def process_view() -> str:
     """Which processes this one can read: two processes with the same view (one kernel boot,
     one PID namespace) see each other's CPU times, so one sampler can attribute both."""
@@ -99,13 +110,18 @@ class TrialActor:
         self._thread: threading.Thread | None = None
         self._runs = 0
 
-    def prepare(self, ref: WorkloadRef | None) -> tuple[int, str, str, str | None]:
-        """Where the actor runs (pid, Ray node id, `process_view()`), after setting up `ref` if
-        given."""
+    def prepare(self, ref: WorkloadRef | None) -> Placed:
+        """Where the actor runs, after setting up `ref` if given."""
         import ray
 
         error = self._worker.setup(ref) if ref is not None else None
-        return os.getpid(), ray.get_runtime_context().get_node_id(), process_view(), error
+        return Placed(
+            os.getpid(),
+            ray.get_runtime_context().get_node_id(),
+            process_view(),
+            tuple(str(g) for g in ray.get_gpu_ids()),
+            error,
+        )
 
     def run(self, task: TrialTask, state: bytes | None) -> None:
         """Start a trial (from `state`, the bytes of its checkpoint, when it resumes)."""

@@ -80,6 +80,7 @@ class _Slot:
     pid: int | None = None
     node_id: str | None = None
     view: str | None = None  # its `process_view`: the driver reads its process if they match
+    gpus: tuple[str, ...] = ()  # the ids of the GPUs Ray gave it on its node
     failed_starts: int = 0
 
     @property
@@ -199,6 +200,7 @@ class RayExecutor:
         )
         slot.ready = slot.actor.prepare.remote(self._setup_ref)
         slot.events, slot.job, slot.pid, slot.node_id, slot.view = None, None, None, None, None
+        slot.gpus = ()
 
     def _await_ready(self, phase: str) -> None:
         import ray
@@ -219,7 +221,7 @@ class RayExecutor:
         import ray
 
         try:
-            slot.pid, slot.node_id, slot.view, error = ray.get(slot.ready)
+            slot.pid, slot.node_id, slot.view, slot.gpus, error = ray.get(slot.ready)
         except _lost_errors() as err:
             slot.failed_starts += 1
             if slot.failed_starts >= _MAX_START_FAILURES:
@@ -289,6 +291,14 @@ class RayExecutor:
         slot = self._slots[worker] if 0 <= worker < len(self._slots) else None
         return self.meters is not None and slot is not None and not self._visible(slot)
 
+    def devices_of(self, worker: int) -> dict[str, float]:
+        """The GPU components worker `worker` holds and its share of each (`{"gpu:1": 0.5}`),
+        as Ray placed it; empty on CPU runs."""
+        slot = self._slots[worker] if 0 <= worker < len(self._slots) else None
+        if slot is None or not slot.gpus:
+            return {}
+        return {f"gpu:{g}": min(1.0, self.gpus_per_worker) for g in slot.gpus}
+
     def _visible(self, slot: _Slot) -> bool:
         return slot.view is not None and slot.view == self._view
 
@@ -298,7 +308,14 @@ class RayExecutor:
             return
         here = sum(s.node_id == slot.node_id for s in self._slots)
         self.meters.assign(
-            slot.index, slot.node_id, slot.pid, trial, kind, slots=self.workers, here=here
+            slot.index,
+            slot.node_id,
+            slot.pid,
+            trial,
+            kind,
+            slots=self.workers,
+            here=here,
+            devices=self.devices_of(slot.index),
         )
 
     def first_idle(self) -> int | None:

@@ -57,7 +57,11 @@ class NodeMeter:
     def ready(self) -> str:
         return self.monitor.describe()
 
-    def assign(self, slot: int, pid: int | None, trial: int | None, kind: str) -> None:
+    def assign(
+        self, slot: int, pid: int | None, trial: int | None, kind: str, devices: dict[str, float]
+    ) -> None:
+        if devices:
+            self.monitor.place(slot, devices)
         self.monitor.assign(slot, pid, trial, kind)
 
     def leave(self, slot: int) -> None:
@@ -126,9 +130,11 @@ class NodeMeters:
         *,
         slots: int,
         here: int,
+        devices: dict[str, float] | None = None,
     ) -> None:
         """Slot `slot`, on node `node_id` in process `pid`, now runs `trial` (None: nothing).
-        `slots` is the run's worker count and `here` how many of them the node holds."""
+        `slots` is the run's worker count, `here` how many of them the node holds, and
+        `devices` the node's GPU components the slot holds (`{"gpu:1": 0.5}`)."""
         with self._lock:
             if self._closed:
                 return
@@ -140,7 +146,7 @@ class NodeMeters:
                 return
             meter = self._meters.get(node_id) or self._start(node_id, slots, here)
             self._slot_node[slot] = node_id
-            meter.actor.assign.remote(slot, pid, trial, kind)
+            meter.actor.assign.remote(slot, pid, trial, kind, devices or {})
             if trial is not None and kind == "trial":
                 self._running[slot] = trial
                 meter.unpulled.add(trial)

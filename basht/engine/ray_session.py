@@ -15,6 +15,7 @@ import secrets
 import shutil
 import socket
 import tempfile
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,9 @@ import psutil
 from basht.errors import BashtError
 
 log = logging.getLogger(__name__)
+
+_CLIENT_TRIES = 3
+_CLIENT_RETRY_S = 5.0
 
 
 class RaySession:
@@ -62,10 +66,7 @@ class RaySession:
                 if refused is not None:
                     raise BashtError(f"cannot join the Ray cluster at {self.address}: {refused}")
                 try:
-                    with warnings.catch_warnings():
-                        # Ray Client warns before it raises; the error below says it in one line.
-                        warnings.filterwarnings("ignore", "Ray Client connection timed out")
-                        ray.init(address=self.address, logging_level=logging.WARNING)
+                    self._join(ray)
                 except (ConnectionError, RuntimeError, ValueError) as err:
                     # Refused (a token missing or wrong, another Ray version) or not an address.
                     reason = " ".join(str(err).split())[:500]
@@ -78,6 +79,32 @@ class RaySession:
                         f"cannot join the Ray cluster at {self.address}: {reason}"
                     ) from None
         return ray
+
+    def _join(self, ray: Any) -> None:
+        """`ray.init` on the cluster; again, a few seconds later, when a Ray Client head could
+        not start the server for this driver (its runtime-env agent is not up yet on a head that
+        has just started: Ray gives up after a few seconds)."""
+        for attempt in range(1, _CLIENT_TRIES + 1):
+            try:
+                with warnings.catch_warnings():
+                    # Ray Client warns before it raises; the caller says it in one line.
+                    warnings.filterwarnings("ignore", "Ray Client connection timed out")
+                    ray.init(address=self.address, logging_level=logging.WARNING)
+                return
+            except ConnectionError as err:
+                if "Starting Ray client server failed" not in str(err) or attempt == _CLIENT_TRIES:
+                    raise
+                with contextlib.suppress(Exception):
+                    ray.shutdown()
+                log.warning(
+                    "the Ray Client server at %s could not start a server for this driver; "
+                    "trying again in %.0f s (%d of %d)",
+                    self.address,
+                    _CLIENT_RETRY_S,
+                    attempt + 1,
+                    _CLIENT_TRIES,
+                )
+                time.sleep(_CLIENT_RETRY_S)
 
     def _start_local(self, ray: Any) -> None:
         _local_token_auth()

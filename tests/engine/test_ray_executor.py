@@ -7,6 +7,7 @@ Needs Ray, iproute2 and root (network namespaces); these tests fail, never skip,
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import secrets
@@ -36,6 +37,7 @@ from basht.engine import (
     TrialEvent,
     TrialTask,
     WorkloadRef,
+    ray_session,
 )
 from basht.engine.ray_meter import NodeMeters
 from basht.engine.ray_session import _on_loopback
@@ -168,6 +170,35 @@ def test_only_a_loopback_address_keeps_ray_on_loopback():
         assert _on_loopback(address), address
     for address in ("10.0.0.5:6379", "head-svc:6379", "auto", None, "ray://127.0.0.1:10001"):
         assert not _on_loopback(address), address
+
+
+class _FlakyClientRay:
+    """`ray` as a Ray Client head answers while its runtime-env agent is still starting."""
+
+    def __init__(self, failures: int, message: str = "Starting Ray client server failed. See"):
+        self.failures, self.message, self.inits, self.shutdowns = failures, message, 0, 0
+
+    def init(self, **_kwargs):
+        self.inits += 1
+        if self.inits <= self.failures:
+            raise ConnectionAbortedError(f"Initialization failure from server: {self.message}")
+
+    def shutdown(self):
+        self.shutdowns += 1
+
+
+def test_a_ray_client_server_that_fails_to_start_is_tried_again(monkeypatch):
+    monkeypatch.setattr(ray_session, "_CLIENT_RETRY_S", 0.0)
+    session = ray_session.RaySession("ray://127.0.0.1:10001")
+    flaky = _FlakyClientRay(failures=2)
+    session._join(flaky)
+    assert (flaky.inits, flaky.shutdowns) == (3, 2)
+    with pytest.raises(ConnectionAbortedError):  # three times: the error goes to the user
+        session._join(_FlakyClientRay(failures=3))
+    refused = _FlakyClientRay(failures=1, message="Failed to connect: wrong token")
+    with pytest.raises(ConnectionAbortedError):  # any other refusal is final at once
+        session._join(refused)
+    assert refused.inits == 1
 
 
 # -- a real cluster of two nodes on 127.0.0.1 ---------------------------------------------------
@@ -359,7 +390,9 @@ def test_digits_asha_through_ray_client_meters_every_trial_on_its_own_node(clust
     path, url = _digits_asha_on(cluster, "client", address="ray://127.0.0.1:10001")
     driver = cluster.run(sys.executable, "-m", "basht.cli", "run", "-q", str(path))
     _, err = driver.communicate(timeout=300)
-    assert driver.returncode == 0, err[-3000:]
+    logs = cluster.root / "head" / "session_latest" / "logs"
+    server = "".join(p.read_text()[-2000:] for p in logs.glob("ray_client_server*.err"))
+    assert driver.returncode == 0, err[-3000:] + "\nclient server:\n" + server
     store = Store(url)
     (run,) = store.list_runs()
     assert run.status == "completed" and run.executor == "ray"
@@ -586,3 +619,31 @@ def test_a_worker_out_of_sight_is_metered_on_its_node_and_a_lost_meter_marks_its
         assert ("trial", 8, "unmeasured") in meters.pull(True, None).accounts
     finally:
         meters.shutdown()
+
+
+_GPU_PLACEMENT = """
+import json, ray
+real_init = ray.init
+ray.init = lambda *a, **kw: real_init(*a, **{**kw, "num_gpus": 2})  # two GPUs for Ray to hand out
+from basht.engine import RayExecutor
+ex = RayExecutor(workers=4, cpus_per_worker=1, accelerator="gpu", memory_per_worker_mb=128)
+try:
+    ex.start()
+    print(json.dumps([ex.devices_of(w) for w in range(4)]))
+finally:
+    ex.shutdown()
+"""
+
+
+def test_each_ray_worker_knows_the_gpu_ray_gave_it_for_its_energy():
+    # A Ray of its own that believes it has two GPUs (none is touched): 4 workers, half a GPU each.
+    proc = subprocess.run(
+        [sys.executable, "-c", _GPU_PLACEMENT],
+        env={**_env(), "TMPDIR": "/tmp"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    devices = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert sorted(devices, key=str) == [{"gpu:0": 0.5}] * 2 + [{"gpu:1": 0.5}] * 2
