@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from basht.bso.cli import app as bso_app
 from basht.errors import BashtError
@@ -251,7 +252,8 @@ def main() -> None:
         # Outside standalone mode typer returns the exit code of Ctrl-C (130) and typer.Exit.
         code = app(standalone_mode=False)
     except BashtError as err:
-        err_console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
+        # The message is text, not markup: "pip install 'basht[ray]'" keeps its brackets.
+        err_console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         code = 130
@@ -262,7 +264,7 @@ def main() -> None:
         if callable(show):
             show()
         else:
-            err_console.print(f"error: {err}", highlight=False)
+            err_console.print(f"error: {escape(str(err))}", highlight=False)
         sys.exit(2)
     if code == 130:
         err_console.print("interrupted: finished trials are kept in the store")

@@ -103,10 +103,11 @@ def wait_for_trials(store_url: str, db: Path, enough, timeout_s: float = 120.0) 
                 return
 
 
-def test_report_of_an_unknown_run_is_one_line(tmp_path):
-    proc = _basht("report", "nope", "--store", f"sqlite:///{tmp_path / 'x.db'}", cwd=tmp_path)
+@pytest.mark.parametrize("run", ["nope", "nope[bso]"])  # an error is text: brackets are kept
+def test_report_of_an_unknown_run_is_one_line(tmp_path, run):
+    proc = _basht("report", run, "--store", f"sqlite:///{tmp_path / 'x.db'}", cwd=tmp_path)
     assert proc.returncode == 2
-    assert "no run matching 'nope'" in proc.stderr and "Traceback" not in proc.stderr
+    assert f"no run matching '{run}'" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_sigint_keeps_every_finished_trial_and_leaves_a_consistent_store(spec, tmp_path):

@@ -76,6 +76,7 @@ class BatchSizeOptimizer:
             number_of_gpus if number_of_gpus is not None else found.number_of_gpus,
             gpu_model if gpu_model is not None else found.gpu_model,
             found.max_power_source if max_power_w is None else "given",
+            found.has_gpu,
         )
         self._http = BSOClient(server_url, token=token, timeout_s=timeout_s)
         spec = JobSpecFromClient.model_validate(
@@ -167,8 +168,8 @@ class BatchSizeOptimizer:
         self._window_open = False
         self.epoch += 1
         self.time_s += measurement.time_s
-        self.energy_j += self._energy_of(measurement)
-        self.energy_source = measurement.source
+        joules, self.energy_source = self._energy_of(measurement)
+        self.energy_j += joules
         answer = self._http.report(
             TrainingResult(
                 **self.trial.model_dump(),
@@ -234,11 +235,16 @@ class BatchSizeOptimizer:
         self.energy_j = 0.0
         atexit.register(self.end)
 
-    @staticmethod
-    def _energy_of(measurement: Measurement) -> float:
-        """The GPUs' energy when GPUs are measured (what Zeus reports), else the whole node's."""
-        gpus = [j for c, j in measurement.by_component.items() if c.startswith("gpu")]
-        return float(sum(gpus)) if gpus else float(measurement.energy_j)
+    def _energy_of(self, measurement: Measurement) -> tuple[float, str]:
+        """The GPUs' energy when GPUs are measured (what Zeus reports), else the whole node's,
+        with the source of what was counted: on a GPU machine that is NVML alone, not the CPU
+        estimate beside it."""
+        gpus = {c: j for c, j in measurement.by_component.items() if c.startswith("gpu")}
+        if not gpus:
+            return float(measurement.energy_j), measurement.source
+        source_of = getattr(self.monitor, "source_of", {})
+        sources = {source_of.get(c, measurement.source) for c in gpus}
+        return float(sum(gpus.values())), "+".join(sorted(sources))
 
 
 def _default_monitor(hardware: Hardware) -> Any:

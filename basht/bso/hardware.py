@@ -33,11 +33,8 @@ class Hardware:
     max_power_w: float
     number_of_gpus: int
     gpu_model: str
-    max_power_source: str  # "nvml power limit" | "rapl package limit" | "estimate"
-
-    @property
-    def has_gpu(self) -> bool:
-        return self.max_power_source == "nvml power limit"
+    max_power_source: str  # "nvml power limit" | "rapl package limit" | "estimate" | "given"
+    has_gpu: bool = False  # NVML sees NVIDIA GPUs here (whatever max power was given)
 
 
 def detect() -> Hardware:
@@ -69,6 +66,7 @@ def _nvidia() -> Hardware | None:
             number_of_gpus=len(handles),
             gpu_model=names.pop(),
             max_power_source="nvml power limit",
+            has_gpu=True,
         )
     finally:
         with contextlib.suppress(Exception):

@@ -103,6 +103,7 @@ def test_gpu_energy_is_reported_when_gpus_are_measured(server):
         bso.on_train_begin()
         bso.on_evaluate(0.95)
         assert bso.energy_j == 500.0
+        assert bso.energy_source == "estimate"  # the fake's label for its GPU components
 
 
 def test_a_run_that_ends_without_a_result_is_marked_failed(server):
@@ -149,7 +150,8 @@ def test_a_changed_spec_is_a_one_line_server_error(server):
 
 
 def test_the_default_monitor_is_bashts_own(server):
-    """No monitor given: Basht's EnergyMonitor measures (here a labelled estimate or RAPL)."""
+    """No monitor given: Basht's EnergyMonitor measures (a labelled estimate or RAPL; on a GPU
+    machine the GPUs' NVML counters alone, as Zeus reports)."""
     bso = BatchSizeOptimizer(
         server.url, spec("cl-8"), max_power_w=50.0, number_of_gpus=1, gpu_model="cpu"
     )
@@ -159,7 +161,8 @@ def test_the_default_monitor_is_bashts_own(server):
         sum(i * i for i in range(100_000))
         bso.on_evaluate(0.95)
         assert bso.time_s > 0 and bso.energy_j > 0
-        assert bso.energy_source in ("estimate", "rapl")
+        on_gpu = bso.hardware.has_gpu
+        assert bso.energy_source in (("nvml",) if on_gpu else ("estimate", "rapl"))
     finally:
         bso.end()
     bso.end()  # twice is harmless (the monitor it owned is closed once)

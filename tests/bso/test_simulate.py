@@ -3,7 +3,8 @@
 `data/zeus_golden.json` holds what Zeus 0.16.0's own server code chooses on these trace jobs when
 driven by Zeus's own harness (recorded by benchmarks/zeus_golden.py in a separate Zeus venv).
 Replaying the same harness against `basht bso serve` must give the same batch size for every run
-and the same cumulative cost, to the last bit.
+and the same cumulative cost: to the last bit with the numpy it was recorded with, and within a few
+units in the last place elsewhere (numpy 2.5 on Python 3.12 sums one case 2 ulps apart).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def test_same_batch_sizes_and_cost_as_zeus_server(client, case):
         trace, client, case["recurrences"], case["seed"], protocol="zeus", job_id=None
     )
     assert ours.batch_sizes == case["zeus_server"]["batch_sizes"]
-    assert ours.cost == case["zeus_server"]["cost"]
+    assert ours.cost == pytest.approx(case["zeus_server"]["cost"], rel=1e-14, abs=0)
 
 
 def test_zeus_server_and_legacy_simulator_mostly_agree():
