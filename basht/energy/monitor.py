@@ -379,7 +379,10 @@ class EnergyMonitor:
         if self.sink is None:
             return
         if self.elsewhere is not None:  # outside the lock: a pull waits on other nodes
-            self._pulled = self.elsewhere.pull(final, self.intensity)
+            try:
+                self._pulled = self.elsewhere.pull(final, self.intensity)
+            except Exception as err:  # keep sampling this node with what was pulled before
+                log.warning("could not read the other nodes' energy meters: %s", err)
         samples, _ = self.drain()
         self.sink(samples + self._pulled.samples, self.all_accounts())
 

@@ -274,3 +274,18 @@ def test_a_flush_merges_what_other_nodes_meters_booked():
     assert ("overhead", None, "cpu") in accounts  # this node's own
     assert monitor.source_of == {"cpu": "estimate", "node-1/cpu": "rapl"}
     assert monitor.all_accounts()["trial", 3, "node-1/cpu"].energy_j == 10.0
+
+
+class _Unreachable:
+    def pull(self, final, intensity):
+        raise ConnectionError("the cluster is gone")
+
+
+def test_other_nodes_out_of_reach_do_not_stop_this_nodes_sampler(caplog):
+    received = []
+    monitor = _monitor(slots=1, sink=lambda s, a: received.append(a), flush_every_s=0.05)
+    monitor.elsewhere = _Unreachable()
+    time.sleep(0.3)
+    assert monitor._thread.is_alive() and len(received) >= 2
+    monitor.close()
+    assert "could not read the other nodes' energy meters" in caplog.text
