@@ -289,3 +289,19 @@ def test_other_nodes_out_of_reach_do_not_stop_this_nodes_sampler(caplog):
     assert monitor._thread.is_alive() and len(received) >= 2
     monitor.close()
     assert "could not read the other nodes' energy meters" in caplog.text
+
+
+def test_the_test_phase_gets_its_own_interval_however_short():
+    # No background sample in between: every sample counted here is a boundary's.
+    monitor = EnergyMonitor(
+        source=CombinedSource([CountingSource()]), sample_interval_s=60, slots=1
+    )
+    monitor.assign(0, os.getpid(), 3)
+    before = monitor.samples_taken
+    monitor.assign(0, os.getpid(), 3, kind="test")  # right after: within the 50 ms resolution
+    monitor.assign(0, None, None)
+    assert monitor.samples_taken == before + 2
+    monitor.assign(0, os.getpid(), 4)
+    monitor.assign(0, None, None)  # a short trial's end is still coalesced
+    assert monitor.samples_taken == before + 2
+    monitor.close()
