@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +20,10 @@ from basht.report.results import build_summary, write_results_json
 from basht.store import Store
 
 log = logging.getLogger(__name__)
+
+#: How long a run's driver must have written nothing before `resume` takes the run over. A live
+#: driver writes power samples every 5 s (the monitor's flush); six missed flushes is a dead one.
+DRIVER_SILENT_S = 30.0
 
 
 @dataclass
@@ -97,6 +103,16 @@ def resume_benchmark(
         raise BashtError(f"run {run.id} completed; there is nothing to resume")
     if run.system != "native":
         raise BashtError(f"run {run.id} ran on {run.system}; `basht resume` continues native runs")
+    if run.status == "running":
+        # A live driver writes power samples every few seconds; two drivers on one run would
+        # interleave their decision logs. A killed one falls silent: resume it once it has.
+        last = store.last_sample_at(run.id)
+        quiet_s = time.time() - last if last is not None else math.inf
+        if quiet_s < DRIVER_SILENT_S:
+            raise BashtError(
+                f"run {run.id} is still running: its driver wrote {quiet_s:.0f} s ago; stop it "
+                f"first, or if it was killed, resume once it has been silent {DRIVER_SILENT_S:.0f} s"
+            )
     spec = dict(store.get_experiment(run.experiment_id).spec)
     spec.pop("space_size", None)
     experiment = Experiment.from_dict(spec, f"run {run.id}")

@@ -149,7 +149,9 @@ class EnergyMonitor:
         limit = self.source.max_interval_s()
         self.interval_s = min(self.sample_interval_s, limit) if limit else self.sample_interval_s
         self._stop = threading.Event()
-        self._last_flush = time.monotonic()
+        # The first sample is flushed at once: the store then shows within a second that this
+        # run has a live driver (`basht resume` refuses to take over a run that has one).
+        self._last_flush = time.monotonic() - self.flush_every_s
         self._thread = threading.Thread(target=self._loop, name="basht-energy", daemon=True)
         self._thread.start()
 

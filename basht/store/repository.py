@@ -407,6 +407,12 @@ class Store:
             with self.engine.begin() as conn:
                 conn.execute(insert(PowerSampleRow), rows)
 
+    def last_sample_at(self, run_id: str) -> float | None:
+        """When the run's driver last wrote a power sample (every few seconds while it lives)."""
+        with self.session() as s:
+            query = select(func.max(PowerSampleRow.at)).where(PowerSampleRow.run_id == run_id)
+            return s.scalar(query)
+
     def power_samples(self, run_id: str) -> Sequence[PowerSampleRow]:
         with self.session() as s:
             query = select(PowerSampleRow).where(PowerSampleRow.run_id == run_id)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import signal
+import time
 
 import yaml
 
+from basht.bench import runner
+from basht.bench.runner import resume_benchmark
 from basht.space import Float, SearchSpace
 from basht.store import Store
 from basht.tune import ASHA, replay
@@ -70,3 +73,34 @@ def test_a_completed_run_cannot_be_resumed(spec, write_spec, tmp_path):
     assert _basht("run", "-q", str(write_spec(spec)), cwd=tmp_path).returncode == 0
     again = _basht("resume", "latest", "--store", spec["store"], cwd=tmp_path)
     assert again.returncode == 2 and "nothing to resume" in again.stderr
+
+
+def test_a_run_whose_driver_lives_is_refused_and_a_killed_ones_is_resumed(
+    spec, tmp_path, monkeypatch
+):
+    spec["workload"]["params"] = {"epoch_s": 0.2}
+    spec["search"].update(pruner="asha", min_budget=1, max_budget=9, eta=3, max_trials=12)
+    path = tmp_path / "asha.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    proc = run_in_background(path, tmp_path)
+    try:
+        wait_for_trials(
+            spec["store"], tmp_path / "basht.db", lambda store, run: len(store.trials(run.id)) >= 3
+        )
+        (run,) = Store(spec["store"]).list_runs()
+        refused = _basht("resume", run.id, "--store", spec["store"], "-q", cwd=tmp_path)
+        assert refused.returncode == 2, refused.stderr
+        assert f"run {run.id} is still running" in refused.stderr
+        assert "Traceback" not in refused.stderr
+    finally:
+        proc.kill()  # a driver killed outright: the store still says it runs
+        proc.communicate(timeout=60)
+    assert Store(spec["store"]).get_run(run.id).status == "running"
+
+    monkeypatch.setattr(runner, "DRIVER_SILENT_S", 1.0)
+    time.sleep(1.5)
+    monkeypatch.chdir(tmp_path)
+    result = resume_benchmark(run.id, spec["store"])
+    assert result.status == "completed"
+    trials = Store(spec["store"]).trials(run.id)
+    assert sorted(t.number for t in trials) == list(range(12))

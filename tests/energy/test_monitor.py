@@ -261,7 +261,12 @@ class _Elsewhere:
 def test_a_flush_merges_what_other_nodes_meters_booked():
     received = []
     elsewhere = _Elsewhere()
-    monitor = _monitor(slots=1, sink=lambda s, a: received.append((s, a)), flush_every_s=1e9)
+    monitor = EnergyMonitor(
+        source=CombinedSource([CountingSource()]),
+        sample_interval_s=60,  # no flush of the sampler's own in between
+        slots=1,
+        sink=lambda s, a: received.append((s, a)),
+    )
     monitor.elsewhere = elsewhere
     monitor.flush()
     monitor.close()
