@@ -86,8 +86,9 @@ class _Meter:
 
 
 class NodeMeters:
-    """The driver's side: starts a meter on a node when a worker there first runs a trial, tells
-    it what each slot runs, and pulls them all into one `Pulled` for the driver's monitor."""
+    """The driver's side: starts a meter on each node with workers out of the driver's sight
+    (when the executor starts, or when a worker starts again on a new node), tells it what each
+    slot runs, and pulls them all into one `Pulled` for the driver's monitor."""
 
     def __init__(self, measure: MeasureSpec, resources: ResourcesSpec):
         self.measure, self.resources = measure, resources
@@ -115,6 +116,8 @@ class NodeMeters:
                 if node not in self._meters and node not in self._given_up
             ]
         calls = {m.actor.ready.remote(): m for m in started}
+        if not calls:
+            return
         done, _ = ray.wait(list(calls), num_returns=len(calls), timeout=timeout_s)
         for ref in done:
             with contextlib.suppress(Exception):  # a meter that failed is found lost at a pull
