@@ -14,6 +14,8 @@ import os
 import secrets
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 import time
 import warnings
@@ -23,6 +25,7 @@ from typing import Any
 
 import psutil
 
+from basht.engine.ray_watchdog import GRACE_S, session_processes
 from basht.errors import BashtError
 
 log = logging.getLogger(__name__)
@@ -37,6 +40,7 @@ class RaySession:
     def __init__(self, address: str | None = None, num_cpus: int = 1, gpus: bool = False):
         self.address, self.num_cpus, self.gpus = address, num_cpus, gpus
         self._temp_dir: Path | None = None
+        self._watchdog: subprocess.Popen[bytes] | None = None
         self._connected = False
 
     @property
@@ -109,6 +113,13 @@ class RaySession:
     def _start_local(self, ray: Any) -> None:
         _local_token_auth()
         self._temp_dir = Path(tempfile.mkdtemp(prefix="basht-ray-", dir=_temp_root()))
+        # Cleans up after us if this process dies without `close` (see ray_watchdog).
+        self._watchdog = subprocess.Popen(
+            [sys.executable, "-m", "basht.engine.ray_watchdog", str(self._temp_dir)]
+            + [str(os.getpid())],
+            stdin=subprocess.PIPE,
+            start_new_session=True,
+        )
         ray.init(
             address="local",  # never a cluster named by RAY_ADDRESS
             num_cpus=self.num_cpus,
@@ -125,7 +136,8 @@ class RaySession:
         if self._connected:
             import ray
 
-            ours = _processes_under(self._temp_dir) if self._temp_dir is not None else []
+            keep = {os.getpid()} | ({self._watchdog.pid} if self._watchdog is not None else set())
+            ours = session_processes(self._temp_dir, keep) if self._temp_dir is not None else []
             ray.shutdown()
             self._connected = False
             _gone, alive = psutil.wait_procs(ours, timeout=timeout_s)
@@ -133,6 +145,12 @@ class RaySession:
                 with contextlib.suppress(psutil.Error):
                     proc.kill()
             psutil.wait_procs(alive, timeout=timeout_s)
+        if self._watchdog is not None:  # told we are done: it ends what is left, and exits
+            with contextlib.suppress(OSError):
+                self._watchdog.stdin.close()  # type: ignore[union-attr]
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._watchdog.wait(timeout_s + GRACE_S)
+            self._watchdog = None
         if self._temp_dir is not None:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
             self._temp_dir = None
@@ -217,15 +235,3 @@ def _env_defaults(values: dict[str, str]) -> Iterator[None]:
     finally:
         for key in added:
             os.environ.pop(key, None)
-
-
-def _processes_under(temp_dir: Path) -> list[psutil.Process]:
-    """The processes of our own Ray (named by its temp folder) and all they started."""
-    found: dict[int, psutil.Process] = {}
-    for proc in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            if str(temp_dir) in " ".join(proc.cmdline()):
-                found[proc.pid] = proc
-                for child in proc.children(recursive=True):
-                    found[child.pid] = child
-    return list(found.values())

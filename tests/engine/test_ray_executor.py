@@ -41,11 +41,12 @@ from basht.engine import (
 )
 from basht.engine.ray_meter import NodeMeters
 from basht.engine.ray_session import _on_loopback
+from basht.engine.ray_watchdog import end, session_processes
 from basht.errors import ExperimentError, StoreError
 from basht.experiment import Experiment, MeasureSpec, ResourcesSpec
 from basht.report.results import build_summary
 from basht.store import Store
-from tests.test_cli import ROOT, _env
+from tests.test_cli import ROOT, _env, wait_for_trials
 
 # Runs a command as a child subreaper: processes it leaves behind are re-parented here rather than
 # to init, so the test can list (into argv[1]) and end every one. Ray's agents outlive a raylet.
@@ -128,6 +129,37 @@ def test_a_ray_run_goes_through_every_phase_and_leaves_no_process_or_folder(
     # ASHA paused trials at its rungs: their checkpoints came back through Ray's object store.
     checkpoints = [c for t in trials for c in store.checkpoints(t.id)]
     assert any(c.kind == "pause" and c.size_bytes > 0 for c in checkpoints)
+
+
+def test_a_driver_killed_outright_leaves_no_ray_process_or_folder(spec, write_spec, tmp_path):
+    spec["executor"] = "ray"
+    spec["workload"]["params"] = {"epoch_s": 0.2}
+    spec["search"].update(pruner="asha", min_budget=1, max_budget=9, eta=3, max_trials=40)
+    temp = _short_temp()
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "basht.cli", "run", "-q", str(write_spec(spec))],
+        cwd=tmp_path,
+        env={**_env(), "TMPDIR": str(temp)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    ray_dir = None
+    try:
+        wait_for_trials(spec["store"], tmp_path / "basht.db", lambda s, r: len(s.trials(r.id)) >= 2)
+        (ray_dir,) = [p for p in temp.iterdir() if p.name.startswith("basht-ray-")]
+        assert session_processes(ray_dir, {driver.pid}), "no Ray of its own to leave behind"
+        driver.kill()  # no undeploy, no atexit: only the watchdog can clean up now
+        driver.communicate(timeout=30)
+        deadline = time.monotonic() + 60
+        while session_processes(ray_dir) or ray_dir.exists():
+            assert time.monotonic() < deadline, [p.name() for p in session_processes(ray_dir)]
+            time.sleep(0.5)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        if ray_dir is not None:
+            end(session_processes(ray_dir))
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def test_a_ray_address_is_read_only_with_executor_ray(spec):
