@@ -25,6 +25,7 @@ from typing import Any
 
 import psutil
 
+from basht.engine import ray_watchdog
 from basht.engine.ray_watchdog import GRACE_S, session_processes
 from basht.errors import BashtError
 
@@ -113,9 +114,10 @@ class RaySession:
     def _start_local(self, ray: Any) -> None:
         _local_token_auth()
         self._temp_dir = Path(tempfile.mkdtemp(prefix="basht-ray-", dir=_temp_root()))
-        # Cleans up after us if this process dies without `close` (see ray_watchdog).
+        # Cleans up after us if this process dies without `close` (see ray_watchdog). Run as a
+        # file, not `-m`: it needs psutil alone, not the package (14 MiB instead of 70).
         self._watchdog = subprocess.Popen(
-            [sys.executable, "-m", "basht.engine.ray_watchdog", str(self._temp_dir)]
+            [sys.executable, str(Path(ray_watchdog.__file__)), str(self._temp_dir)]
             + [str(os.getpid())],
             stdin=subprocess.PIPE,
             start_new_session=True,
