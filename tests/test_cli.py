@@ -101,6 +101,7 @@ def wait_for_trials(store_url: str, db: Path, enough, timeout_s: float = 120.0) 
             runs = store.list_runs()
             if runs and enough(store, runs[0]):
                 return
+    raise AssertionError(f"the run in {store_url} did not get that far in {timeout_s:.0f} s")
 
 
 @pytest.mark.parametrize("run", ["nope", "nope[bso]"])  # an error is text: brackets are kept

@@ -110,6 +110,9 @@ def _add_missing_columns(engine: Engine) -> None:
                 )
 
 
+_CREATE_TRIES = 10
+
+
 class Store:
     """All reads and writes of experiments, runs, phases, trials, reports, checkpoints and metrics."""
 
@@ -124,13 +127,16 @@ class Store:
         self._local = threading.local()
 
     def _create_tables(self) -> None:
-        try:
-            Base.metadata.create_all(self.engine)
-        except OperationalError as err:
-            # Another process (a run starting, a reader polling it) created them a moment ago.
-            if "already exists" not in str(err.orig):
-                raise
-            Base.metadata.create_all(self.engine)
+        for attempt in range(_CREATE_TRIES):
+            try:
+                Base.metadata.create_all(self.engine)
+                break
+            except OperationalError as err:
+                # Another process (a run starting, a reader polling it) is creating them table
+                # by table at this moment: each try finds more of them there, until all are.
+                if "already exists" not in str(err.orig) or attempt == _CREATE_TRIES - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
         _add_missing_columns(self.engine)
 
     def close(self) -> None:

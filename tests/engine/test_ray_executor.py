@@ -146,6 +146,7 @@ def test_a_driver_killed_outright_leaves_no_ray_process_or_folder(spec, write_sp
     ray_dir = None
     try:
         wait_for_trials(spec["store"], tmp_path / "basht.db", lambda s, r: len(s.trials(r.id)) >= 2)
+        assert driver.poll() is None, driver.communicate()[1][-3000:]
         (ray_dir,) = [p for p in temp.iterdir() if p.name.startswith("basht-ray-")]
         assert session_processes(ray_dir, {driver.pid}), "no Ray of its own to leave behind"
         driver.kill()  # no undeploy, no atexit: only the watchdog can clean up now
