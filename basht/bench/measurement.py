@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from basht.energy.monitor import UNMEASURED, Account, EnergyMonitor
+from basht.energy.monitor import UNMEASURED, Account, AccountKey, EnergyMonitor, summed
 from basht.energy.node import open_node_sources, slot_devices
 from basht.experiment import Experiment
 from basht.store import Store
@@ -22,13 +22,10 @@ def start_monitor(experiment: Experiment, store: Store, run_id: str, resume: boo
     intensity = intensity_from_spec(measure.carbon)
     previous = _previous_accounts(store, run_id) if resume else {}
 
-    def sink(samples: list[dict[str, Any]], accounts: dict[tuple[str, int | None, str], Account]):
+    def sink(samples: list[dict[str, Any]], accounts: dict[AccountKey, Account]):
         store.add_power_samples(run_id, samples)
-        merged = {k: Account(a.energy_j, a.emissions_g) for k, a in previous.items()}
-        for key, account in accounts.items():
-            target = merged.setdefault(key, Account())
-            target.energy_j += account.energy_j
-            target.emissions_g += account.emissions_g
+        merged = summed(previous, accounts)
+        source_of = monitor.source_of  # other nodes' included: built once, not per row
         store.replace_energy_accounts(
             run_id,
             [
@@ -38,7 +35,7 @@ def start_monitor(experiment: Experiment, store: Store, run_id: str, resume: boo
                     "component": component,
                     "source": UNMEASURED
                     if component == UNMEASURED
-                    else monitor.source_of.get(component, sources.name),
+                    else source_of.get(component, sources.name),
                     "energy_j": a.energy_j,
                     "emissions_g": a.emissions_g,
                 }
@@ -67,7 +64,7 @@ def start_monitor(experiment: Experiment, store: Store, run_id: str, resume: boo
     return monitor
 
 
-def _previous_accounts(store: Store, run_id: str) -> dict[tuple[str, int | None, str], Account]:
+def _previous_accounts(store: Store, run_id: str) -> dict[AccountKey, Account]:
     """A resumed run adds to what its earlier attempts booked."""
     return {
         (row.kind, row.trial, row.component): Account(row.energy_j, row.emissions_g)

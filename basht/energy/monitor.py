@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import psutil
@@ -88,6 +88,17 @@ class Account:
 
     energy_j: float = 0.0
     emissions_g: float = 0.0
+
+
+def summed(*groups: dict[AccountKey, Account]) -> dict[AccountKey, Account]:
+    """Fresh accounts holding the sum of `groups` key by key (one group: a copy)."""
+    out: dict[AccountKey, Account] = {}
+    for group in groups:
+        for key, account in group.items():
+            target = out.setdefault(key, Account())
+            target.energy_j += account.energy_j
+            target.emissions_g += account.emissions_g
+    return out
 
 
 @dataclass
@@ -164,12 +175,7 @@ class EnergyMonitor:
     def all_accounts(self) -> dict[AccountKey, Account]:
         """This node's accounts and, as of the last pull, other nodes'."""
         with self._lock:
-            merged = {k: Account(a.energy_j, a.emissions_g) for k, a in self.accounts.items()}
-        for key, account in self._pulled.accounts.items():
-            target = merged.setdefault(key, Account())
-            target.energy_j += account.energy_j
-            target.emissions_g += account.emissions_g
-        return merged
+            return summed(self.accounts, self._pulled.accounts)
 
     # -- the sampler ------------------------------------------------------------------------
 
@@ -287,11 +293,16 @@ class EnergyMonitor:
 
     # -- what the engine tells it -----------------------------------------------------------
 
+    def _at_boundary(self, always: bool = False) -> None:
+        """Close the interval at a slot's boundary, unless one closed a moment ago: a burst of
+        short trials would otherwise pay a full read each (what this misplaces is below 50 ms)."""
+        if always or time.time() - self._at > _BOUNDARY_RESOLUTION_S:
+            self.sample()
+
     def place(self, slot: int, gpus: dict[str, float]) -> None:
         """Slot `slot` now holds these GPU components (e.g. {"gpu:0": 0.5}): placement moved it."""
         with self._lock:
-            if time.time() - self._at > _BOUNDARY_RESOLUTION_S:
-                self.sample()
+            self._at_boundary()
             self._slots[slot].gpus = dict(gpus)
 
     def _process(self, pid: int) -> psutil.Process:
@@ -318,13 +329,9 @@ class EnergyMonitor:
         too, and its energy is neither a trial's nor idle.
         """
         with self._lock:
-            # Close the interval at the boundary, unless one closed a moment ago: a burst of short
-            # trials would otherwise pay a full read each (what this misplaces is below 50 ms).
-            # The test phase runs once and may be shorter than that: it always gets its own.
             s = self._slots[slot]
-            once = kind != "trial" or s.kind != "trial"
-            if once or time.time() - self._at > _BOUNDARY_RESOLUTION_S:
-                self.sample()
+            # The test phase runs once and may be shorter than 50 ms: it always gets its own.
+            self._at_boundary(always=kind != "trial" or s.kind != "trial")
             if pid != s.pid:
                 s.pid = pid
                 s.process = self._process(pid) if pid is not None else None
@@ -341,8 +348,7 @@ class EnergyMonitor:
     def leave(self, slot: int) -> None:
         """Slot `slot`'s worker has left this node (lost, or started again on another)."""
         with self._lock:
-            if time.time() - self._at > _BOUNDARY_RESOLUTION_S:
-                self.sample()
+            self._at_boundary()
             s = self._slots[slot]
             s.pid = s.trial = s.process = None
             s.cpu_s, s.remote = 0.0, True
@@ -375,20 +381,22 @@ class EnergyMonitor:
         """The power samples taken since the last drain, and a copy of every account."""
         with self._lock:
             samples, self._samples = self._samples, []
-            accounts = {k: Account(a.energy_j, a.emissions_g) for k, a in self.accounts.items()}
+            accounts = summed(self.accounts)
             self._last_flush = time.monotonic()
         return samples, accounts
 
     def flush(self, final: bool = False) -> None:
         if self.sink is None:
             return
+        news: list[dict[str, Any]] = []  # other nodes' samples: each goes to the sink once
         if self.elsewhere is not None:  # outside the lock: a pull waits on other nodes
             try:
-                self._pulled = self.elsewhere.pull(final, self.intensity)
+                pulled = self.elsewhere.pull(final, self.intensity)
+                news, self._pulled = pulled.samples, replace(pulled, samples=[])
             except Exception as err:  # keep sampling this node with what was pulled before
                 log.warning("could not read the other nodes' energy meters: %s", err)
-        samples, _ = self.drain()
-        self.sink(samples + self._pulled.samples, self.all_accounts())
+        samples, accounts = self.drain()
+        self.sink(samples + news, summed(accounts, self._pulled.accounts))
 
     def close(self) -> None:
         """Stop sampling after a last sample, and hand everything to the sink."""

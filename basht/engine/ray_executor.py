@@ -283,21 +283,24 @@ class RayExecutor:
 
     def pid_of(self, worker: int) -> int | None:
         """The process id of worker `worker` if the driver can read its process (None if not)."""
-        slot = self._slots[worker] if 0 <= worker < len(self._slots) else None
+        slot = self._slot_at(worker)
         return slot.pid if slot is not None and self._visible(slot) else None
 
     def metered_elsewhere(self, worker: int) -> bool:
         """Whether a meter on its node books worker `worker`'s trials, the driver unable to."""
-        slot = self._slots[worker] if 0 <= worker < len(self._slots) else None
+        slot = self._slot_at(worker)
         return self.meters is not None and slot is not None and not self._visible(slot)
 
     def devices_of(self, worker: int) -> dict[str, float]:
         """The GPU components worker `worker` holds and its share of each (`{"gpu:1": 0.5}`),
         as Ray placed it; empty on CPU runs."""
-        slot = self._slots[worker] if 0 <= worker < len(self._slots) else None
+        slot = self._slot_at(worker)
         if slot is None or not slot.gpus:
             return {}
         return {f"gpu:{g}": min(1.0, self.gpus_per_worker) for g in slot.gpus}
+
+    def _slot_at(self, worker: int) -> _Slot | None:
+        return self._slots[worker] if 0 <= worker < len(self._slots) else None
 
     def _visible(self, slot: _Slot) -> bool:
         return slot.view is not None and slot.view == self._view

@@ -30,6 +30,7 @@ from basht.energy.monitor import (
     EnergyMonitor,
     Intensity,
     Pulled,
+    summed,
 )
 from basht.energy.node import open_node_sources, slot_devices
 
@@ -251,7 +252,7 @@ class NodeMeters:
             self._leave(slot)
 
     def _copy(self) -> dict[AccountKey, Account]:
-        return {k: Account(a.energy_j, a.emissions_g) for k, a in self._accounts.items()}
+        return summed(self._accounts)
 
     def shutdown(self) -> None:
         """Remove the meters (after the monitor's last pull)."""

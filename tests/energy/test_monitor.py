@@ -310,3 +310,28 @@ def test_the_test_phase_gets_its_own_interval_however_short():
     monitor.assign(0, None, None)  # a short trial's end is still coalesced
     assert monitor.samples_taken == before + 2
     monitor.close()
+
+
+class _OnceThenGone(_Elsewhere):
+    """One good pull, then the other nodes are out of reach."""
+
+    def pull(self, final, intensity):
+        if self.pulls:
+            raise ConnectionError("the cluster is gone")
+        return super().pull(final, intensity)
+
+
+def test_other_nodes_samples_reach_the_sink_once_even_when_a_later_pull_fails():
+    received = []
+    monitor = EnergyMonitor(
+        source=CombinedSource([CountingSource()]),
+        sample_interval_s=60,
+        slots=1,
+        sink=lambda s, a: received.append((s, a)),
+    )
+    monitor.elsewhere = _OnceThenGone()
+    monitor.flush()
+    monitor.close()  # this pull fails: what was pulled before is kept, not sent again
+    sent = [s for samples, _ in received for s in samples if s["node"] == "node-1"]
+    assert len(sent) == 1
+    assert received[-1][1]["trial", 3, "node-1/cpu"].energy_j == 5.0
