@@ -13,9 +13,13 @@ component's energy the way Kepler does:
   rung, result collection). A slot whose trial ran in no process here is on another node.
 
 A worker on another node is out of this sampler's sight: a meter there (`Elsewhere`, one
-EnergyMonitor per node) books its trials, and `flush` merges what the meters booked.
+EnergyMonitor per node) books its trials, and `flush` merges what the meters booked. Nodes that
+share one machine (one kernel: PID namespaces or containers on one host) all read its whole
+counters; one of them owns the machine and books it as above, and the others are guests that book
+only their trials' part, which `counted_once` then takes out of the owner's overhead.
 
-So trial energies + baseline + allocation + overhead = node energy, exactly, in every interval.
+So trial energies + baseline + allocation + overhead = node energy, exactly, in every interval
+(with guests: machine energy, up to the guests' intervals not lining up with the owner's).
 A trial's boundaries trigger a sample, so intervals never straddle two trials on one slot.
 """
 
@@ -64,6 +68,8 @@ class Pulled:
     samples: list[dict[str, Any]] = field(default_factory=list)
     accounts: dict[AccountKey, Account] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
+    #: Guest nodes (on a machine another monitor owns): label -> the owner's ("" for this one).
+    owners: dict[str, str] = field(default_factory=dict)
 
 
 class Elsewhere(Protocol):
@@ -101,6 +107,30 @@ def summed(*groups: dict[AccountKey, Account]) -> dict[AccountKey, Account]:
     return out
 
 
+def counted_once(
+    accounts: dict[AccountKey, Account], owners: dict[str, str]
+) -> dict[AccountKey, Account]:
+    """`accounts` (fresh ones, changed in place) with every machine counted once where several
+    nodes share it.
+
+    A guest node's trials (components `label/cpu`...) used energy that the machine's owner booked
+    as overhead, since it could not see their processes; that much leaves the owner's overhead,
+    never below zero. GPUs are each node's own devices and are left as they are.
+    """
+    for (_, _, component), account in accounts.items():
+        node, _, name = component.rpartition("/")
+        owner = owners.get(node) if node else None
+        if owner is None or name.startswith("gpu:") or account.energy_j <= 0:
+            continue
+        overhead = accounts.get(("overhead", None, f"{owner}/{name}" if owner else name))
+        if overhead is None or overhead.energy_j <= 0:
+            continue
+        taken = min(account.energy_j, overhead.energy_j)
+        overhead.emissions_g -= overhead.emissions_g * taken / overhead.energy_j
+        overhead.energy_j -= taken
+    return accounts
+
+
 @dataclass
 class _Slot:
     pid: int | None = None
@@ -136,6 +166,7 @@ class EnergyMonitor:
     flush_every_s: float = 5.0
     slot_devices: list[str] | None = None  # the GPU component each worker slot uses, e.g. gpu:0
     slots_here: bool = True
+    guest: bool = False
     elsewhere: Elsewhere | None = None
     accounts: dict[AccountKey, Account] = field(default_factory=dict)
     cpu_time_s: float = 0.0  # the sampler thread's own CPU time: its overhead
@@ -175,7 +206,7 @@ class EnergyMonitor:
     def all_accounts(self) -> dict[AccountKey, Account]:
         """This node's accounts and, as of the last pull, other nodes'."""
         with self._lock:
-            return summed(self.accounts, self._pulled.accounts)
+            return counted_once(summed(self.accounts, self._pulled.accounts), self._pulled.owners)
 
     # -- the sampler ------------------------------------------------------------------------
 
@@ -256,6 +287,8 @@ class EnergyMonitor:
             if slot.trial is not None and share > 0:
                 self._add(slot.kind, slot.trial, component, active * share, intensity)
                 booked += active * share
+        if self.guest and not component.startswith("gpu:"):  # the machine's owner books the rest
+            return
         self._add("overhead", None, component, active - booked, intensity)
         local = [slot for slot in self._slots if not slot.remote]
         if not local:
@@ -396,7 +429,10 @@ class EnergyMonitor:
             except Exception as err:  # keep sampling this node with what was pulled before
                 log.warning("could not read the other nodes' energy meters: %s", err)
         samples, accounts = self.drain()
-        self.sink(samples + news, summed(accounts, self._pulled.accounts))
+        self.sink(
+            samples + news,
+            counted_once(summed(accounts, self._pulled.accounts), self._pulled.owners),
+        )
 
     def close(self) -> None:
         """Stop sampling after a last sample, and hand everything to the sink."""

@@ -86,6 +86,12 @@ def process_view() -> str:
         return socket.gethostname()
 
 
+def machine_of(view: str | None) -> str | None:
+    """The machine (kernel boot) of a `process_view`: processes with another view on the same
+    machine read the same energy counters."""
+    return view.split(" ")[0] if view else None
+
+
 def _scratch_dir(index: int) -> Path:
     """Under the node's Ray temp folder, so what a killed actor leaves goes with Ray's session."""
     import ray

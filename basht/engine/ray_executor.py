@@ -33,7 +33,7 @@ from basht.engine.messages import (
     WorkloadRef,
     await_test,
 )
-from basht.engine.ray_actor import TrialActor, process_view, write_atomically
+from basht.engine.ray_actor import TrialActor, machine_of, process_view, write_atomically
 from basht.engine.ray_meter import NodeMeters
 from basht.engine.ray_session import RaySession
 from basht.errors import BashtError
@@ -137,12 +137,12 @@ class RayExecutor:
         trial starts there (a worker started again later on a new node gets one on its way)."""
         if self.meters is None:
             return
-        nodes: dict[str, int] = {}
+        nodes: dict[str, tuple[int, str | None]] = {}
         for slot in self._slots:
             if slot.node_id is not None and not self._visible(slot):
-                nodes[slot.node_id] = nodes.get(slot.node_id, 0) + 1
-        if nodes:
-            self.meters.start(nodes, self.workers, self.start_timeout_s)
+                here, _ = nodes.get(slot.node_id, (0, None))
+                nodes[slot.node_id] = (here + 1, machine_of(slot.view))
+        self.meters.start(nodes, self.workers, self.start_timeout_s, machine_of(self._view))
 
     def _gpus_per_worker(self, ray: Any) -> float:
         """One GPU each, or an equal share of one when there are more workers than GPUs."""
@@ -318,6 +318,7 @@ class RayExecutor:
             kind,
             slots=self.workers,
             here=here,
+            machine=machine_of(slot.view),
             devices=self.devices_of(slot.index),
         )
 

@@ -7,6 +7,12 @@ that node's own, told which trial each worker slot there runs. The driver's moni
 meter when it flushes; components are named after their node (`node-1a2b3c4d/cpu`), and the
 energy pulled is priced in carbon at the driver's intensity (a run is in one grid region).
 
+Nodes on one machine (one kernel: PID namespaces or containers on one host, or the driver's own
+machine) all read its whole counters. The first monitor there owns the machine (the driver's, if
+it runs there) and books all of it; the meters started there later are guests that book only
+their trials, and the driver takes those out of the owner's overhead, so the machine counts once.
+If an owner's node is lost, its machine's idle energy is not booked from then on.
+
 A meter lost with its node loses what it booked since it was last pulled: the trials it metered
 in that time are marked unmeasured, and what it booked before is kept. A node whose meter was lost
 is not metered again (a meter that cannot open the node's counters would only fail again), so
@@ -45,7 +51,14 @@ _PULL_TIMEOUT_S = 10.0
 class NodeMeter:
     """The actor: the energy monitor of one node, for the run's worker slots placed there."""
 
-    def __init__(self, measure: MeasureSpec, resources: ResourcesSpec, slots: int, here: int):
+    def __init__(
+        self,
+        measure: MeasureSpec,
+        resources: ResourcesSpec,
+        slots: int,
+        here: int,
+        guest: bool = False,
+    ):
         sources = open_node_sources(measure, resources, here)
         self.monitor = EnergyMonitor(
             source=sources,
@@ -53,6 +66,7 @@ class NodeMeter:
             slots=slots,
             slot_devices=slot_devices(sources, slots),
             slots_here=False,
+            guest=guest,
         )
 
     def ready(self) -> str:
@@ -84,6 +98,7 @@ class _Meter:
     actor: Any
     joules: dict[AccountKey, float] = field(default_factory=dict)  # its accounts when last pulled
     unpulled: set[int] = field(default_factory=set)  # trials it booked since then
+    owner: str | None = None  # a guest's: the label of the monitor that books its machine
 
 
 class NodeMeters:
@@ -100,20 +115,31 @@ class NodeMeters:
         self._accounts: dict[AccountKey, Account] = {}
         self._sources: dict[str, str] = {}
         self._given_up: set[str] = set()  # nodes whose meter was lost
+        self._driver_machine: str | None = None
+        self._machine_owner: dict[str, str] = {}  # machine -> the label of the meter that owns it
+        self._guests: dict[str, str] = {}  # a guest meter's label -> its machine's owner's
         self._actor_class: Any = None
         self._closed = False
 
     # -- what the executor tells it ---------------------------------------------------------
 
-    def start(self, nodes: dict[str, int], slots: int, timeout_s: float) -> None:
-        """Start a meter on each of `nodes` (node id -> workers there) and wait until each
-        samples, so that the first trials there are metered from their first second."""
+    def start(
+        self,
+        nodes: dict[str, tuple[int, str | None]],
+        slots: int,
+        timeout_s: float,
+        driver_machine: str | None,
+    ) -> None:
+        """Start a meter on each of `nodes` (node id -> workers there and its machine) and wait
+        until each samples, so that the first trials there are metered from their first second.
+        `driver_machine` is the machine the driver's own monitor books."""
         import ray
 
         with self._lock:
+            self._driver_machine = driver_machine
             started = [
-                self._start(node, slots, here)
-                for node, here in nodes.items()
+                self._start(node, slots, here, machine)
+                for node, (here, machine) in sorted(nodes.items())
                 if node not in self._meters and node not in self._given_up
             ]
         calls = {m.actor.ready.remote(): m for m in started}
@@ -121,8 +147,15 @@ class NodeMeters:
             return
         done, _ = ray.wait(list(calls), num_returns=len(calls), timeout=timeout_s)
         for ref in done:
+            meter = calls[ref]
             with contextlib.suppress(Exception):  # a meter that failed is found lost at a pull
-                log.info("energy on Ray node %s: %s", calls[ref].node_id, ray.get(ref))
+                described = ray.get(ref)
+                if meter.owner is not None:
+                    described += (
+                        f"; its machine is booked by {meter.owner or 'the driver'}, this meter"
+                        " books its trials only"
+                    )
+                log.info("energy on Ray node %s: %s", meter.node_id, described)
 
     def assign(
         self,
@@ -134,11 +167,12 @@ class NodeMeters:
         *,
         slots: int,
         here: int,
+        machine: str | None = None,
         devices: dict[str, float] | None = None,
     ) -> None:
         """Slot `slot`, on node `node_id` in process `pid`, now runs `trial` (None: nothing).
-        `slots` is the run's worker count, `here` how many of them the node holds, and
-        `devices` the node's GPU components the slot holds (`{"gpu:1": 0.5}`)."""
+        `slots` is the run's worker count, `here` how many of them the node holds, `machine` the
+        node's, and `devices` the node's GPU components the slot holds (`{"gpu:1": 0.5}`)."""
         with self._lock:
             if self._closed:
                 return
@@ -148,7 +182,7 @@ class NodeMeters:
                 if trial is not None and kind == "trial":
                     self._accounts.setdefault(("trial", trial, UNMEASURED), Account())
                 return
-            meter = self._meters.get(node_id) or self._start(node_id, slots, here)
+            meter = self._meters.get(node_id) or self._start(node_id, slots, here, machine)
             self._slot_node[slot] = node_id
             meter.actor.assign.remote(slot, pid, trial, kind, devices or {})
             if trial is not None and kind == "trial":
@@ -169,19 +203,33 @@ class NodeMeters:
             with contextlib.suppress(Exception):  # a meter lost with the node cannot be told
                 self._meters[node].actor.leave.remote(slot)
 
-    def _start(self, node_id: str, slots: int, here: int) -> _Meter:
+    def _start(self, node_id: str, slots: int, here: int, machine: str | None) -> _Meter:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         if self._actor_class is None:
             self._actor_class = ray.remote(NodeMeter)
+        label = f"node-{node_id[:8]}"
+        owner = self._owner(machine, label)
         actor = self._actor_class.options(
             num_cpus=0,
             max_restarts=0,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-        ).remote(self.measure, self.resources, slots, here)
-        meter = self._meters[node_id] = _Meter(node_id, f"node-{node_id[:8]}", actor)
+        ).remote(self.measure, self.resources, slots, here, owner is not None)
+        meter = self._meters[node_id] = _Meter(node_id, label, actor, owner=owner)
+        if owner is not None:
+            self._guests[label] = owner
         return meter
+
+    def _owner(self, machine: str | None, label: str) -> str | None:
+        """Who books `machine` if not the meter `label` about to start there: "" for the
+        driver, a meter's label, or None when this meter is the first there (or it is unknown)."""
+        if machine is None:
+            return None
+        if machine == self._driver_machine:
+            return ""
+        owner = self._machine_owner.setdefault(machine, label)
+        return None if owner == label else owner
 
     # -- what the driver's monitor asks -----------------------------------------------------
 
@@ -194,7 +242,9 @@ class NodeMeters:
         with self._lock:
             if self._closed or not self._meters:
                 self._closed = self._closed or final
-                return Pulled(accounts=self._copy(), sources=dict(self._sources))
+                return Pulled(
+                    accounts=self._copy(), sources=dict(self._sources), owners=dict(self._guests)
+                )
             calls = {m.actor.pull.remote(final): m for m in self._meters.values()}
             unpulled = {m.node_id: set(m.unpulled) for m in self._meters.values()}
             self._closed = final
@@ -223,7 +273,7 @@ class NodeMeters:
             for ref in late:
                 if final:
                     self._lost(calls[ref], TimeoutError(f"no answer in {_PULL_TIMEOUT_S:.0f} s"))
-            return Pulled(samples, self._copy(), dict(self._sources))
+            return Pulled(samples, self._copy(), dict(self._sources), dict(self._guests))
 
     def _book(self, meter: _Meter, joules: dict[AccountKey, float], g_per_kwh: float) -> None:
         for (kind, trial, component), total in joules.items():

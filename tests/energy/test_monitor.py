@@ -240,6 +240,50 @@ def test_a_node_meter_owns_a_slot_from_its_first_trial_there_until_it_leaves():
     assert monitor._slots[1].remote and monitor._slots[1].pid is None
 
 
+def test_a_guest_on_a_machine_another_monitor_books_books_only_its_trials():
+    monitor = _monitor(slots=2, slots_here=False, guest=True)
+    monitor.close()
+    monitor.accounts.clear()
+    monitor.assign(0, os.getpid(), 7)
+    monitor.assign(1, os.getpid(), None)
+    monitor._book("cpu", 100.0, u=0.5, shares=[0.3, 0.0], intensity=0.0)
+    monitor._book("gpu:0", 10.0, u=0.5, shares=[0.3, 0.0], intensity=0.0)  # its own device
+    got = {k: round(a.energy_j, 9) for k, a in monitor.accounts.items() if a.energy_j}
+    assert got == {
+        ("trial", 7, "cpu"): 15.0,
+        ("trial", 7, "gpu:0"): 1.5,
+        ("overhead", None, "gpu:0"): 3.5,
+        ("baseline", None, "gpu:0"): 5.0,
+    }
+
+
+def test_a_guest_nodes_trials_leave_its_machines_owners_overhead():
+    from basht.energy.monitor import Account, counted_once
+
+    accounts = {
+        ("overhead", None, "cpu"): Account(40.0, 4.0),  # the driver's machine
+        ("baseline", None, "cpu"): Account(60.0, 6.0),
+        ("trial", 1, "node-b/cpu"): Account(15.0, 1.5),  # a guest there
+        ("test", None, "node-b/cpu"): Account(5.0, 0.5),
+        ("overhead", None, "node-c/cpu"): Account(3.0, 0.3),  # another machine, owned by c
+        ("trial", 2, "node-d/cpu"): Account(9.0, 0.9),  # d is c's guest: more than c's overhead
+        ("trial", 2, "node-d/gpu:0"): Account(7.0, 0.7),  # d's own GPU
+        ("trial", 3, "node-e/cpu"): Account(8.0, 0.8),  # e owns its machine
+    }
+    owners = {"node-b": "", "node-d": "node-c"}
+    got = counted_once(accounts, owners)
+    assert got["overhead", None, "cpu"].energy_j == pytest.approx(20.0)
+    assert got["overhead", None, "cpu"].emissions_g == pytest.approx(2.0)
+    assert got["overhead", None, "node-c/cpu"].energy_j == 0.0  # never below zero
+    assert got["overhead", None, "node-c/cpu"].emissions_g == 0.0
+    untouched = [("baseline", None, "cpu"), ("trial", 1, "node-b/cpu"), ("trial", 3, "node-e/cpu")]
+    assert [got[k].energy_j for k in untouched] == [60.0, 15.0, 8.0]
+    assert got["trial", 2, "node-d/gpu:0"].energy_j == 7.0
+    assert counted_once({("trial", 1, "node-b/cpu"): Account(1.0)}, {}) == {
+        ("trial", 1, "node-b/cpu"): Account(1.0)
+    }
+
+
 class _Elsewhere:
     """Two pulls from one other node: samples once each, accounts growing."""
 

@@ -438,6 +438,15 @@ def test_digits_asha_through_ray_client_meters_every_trial_on_its_own_node(clust
     assert elsewhere and here and elsewhere | here == set(range(32))
     assert all(a.energy_j > 0 for a in accounts if a.kind == "trial"), "a trial booked no energy"
     assert all(a.source == "estimate" for a in accounts)
+    # Both nodes are on this machine, which the driver books: the other node's meter books only
+    # its trials, so the run's energy is the machine's once (not once per node).
+    machine: dict[str, float] = {}  # component -> the driver's reading of it, cumulative
+    for sample in store.power_samples(run.id):
+        if sample.node == "local":
+            machine[sample.component] = max(machine.get(sample.component, 0.0), sample.energy_j)
+    machine_j, booked_j = sum(machine.values()), sum(a.energy_j for a in accounts)
+
+    assert booked_j == pytest.approx(machine_j, rel=0.02)
     assert {p.node for p in store.power_samples(run.id)} == {"local", *_labels(accounts)}
     energy = build_summary(store, run.id)["energy"]
     assert {e["node"] for e in energy} == {"local", *_labels(accounts)}
