@@ -11,6 +11,7 @@ import contextlib
 import ipaddress
 import logging
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -90,15 +91,20 @@ class RaySession:
         not start the server for this driver (its runtime-env agent is not up yet on a head that
         has just started: Ray gives up after a few seconds)."""
         for attempt in range(1, _CLIENT_TRIES + 1):
+            held = _HeldStderr()
             try:
-                with warnings.catch_warnings():
+                with held, warnings.catch_warnings():
                     # Ray Client warns before it raises; the caller says it in one line.
                     warnings.filterwarnings("ignore", "Ray Client connection timed out")
                     ray.init(address=self.address, logging_level=logging.WARNING)
-                return
-            except ConnectionError as err:
-                if "Starting Ray client server failed" not in str(err) or attempt == _CLIENT_TRIES:
-                    raise
+            except (ConnectionError, RuntimeError, ValueError) as err:
+                log.debug("Ray, while joining %s:\n%s", self.address, held.text)
+                retry = "Starting Ray client server failed" in str(err)
+                if not retry or attempt == _CLIENT_TRIES:
+                    said = held.last_line()
+                    if said is None or said in str(err):
+                        raise
+                    raise ConnectionError(f"{err}; Ray said: {said}") from err
                 with contextlib.suppress(Exception):
                     ray.shutdown()
                 log.warning(
@@ -110,6 +116,12 @@ class RaySession:
                     _CLIENT_TRIES,
                 )
                 time.sleep(_CLIENT_RETRY_S)
+            except BaseException:  # interrupted: what Ray said is the user's to see
+                held.release()
+                raise
+            else:
+                held.release()
+                return
 
     def _start_local(self, ray: Any) -> None:
         _local_token_auth()
@@ -206,6 +218,39 @@ def _temp_root() -> str:
     """Ray's sockets live under its temp folder and a socket path has at most 107 bytes."""
     root = tempfile.gettempdir()
     return root if len(root) <= 40 or not os.path.isdir("/tmp") else "/tmp"
+
+
+class _HeldStderr:
+    """Holds what this process writes to file descriptor 2, where Ray's C++ core logs past
+    `sys.stderr`: joining with a wrong token, it repeats one warning a second for 20 s. What was
+    held is written out after all if the join works; if not, its last line names the reason."""
+
+    text = ""
+
+    def __enter__(self) -> _HeldStderr:
+        sys.stderr.flush()
+        self._file = tempfile.TemporaryFile()
+        self._saved = os.dup(2)
+        os.dup2(self._file.fileno(), 2)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.stderr.flush()
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        self._file.seek(0)
+        self.text = self._file.read().decode(errors="replace")
+        self._file.close()
+
+    def release(self) -> None:
+        if self.text:
+            sys.stderr.write(self.text)
+            sys.stderr.flush()
+
+    def last_line(self) -> str | None:
+        """The last line held, without Ray's log prefix (`[time W pid tid] file.cc:210: `)."""
+        lines = [line for line in self.text.splitlines() if line.strip()]
+        return re.sub(r"^\[[^\]]*\]\s*\S+:\d+:\s*", "", lines[-1]).strip() if lines else None
 
 
 def _local_token_auth() -> None:

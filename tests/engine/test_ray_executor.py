@@ -414,6 +414,9 @@ def test_a_wrong_token_is_a_one_line_error(cluster):
     assert driver.returncode == 2, err[-3000:]
     assert "cannot join the Ray cluster at 127.0.0.1:6379" in err, err[-3000:]
     assert "check the cluster's token in RAY_AUTH_TOKEN" in err.splitlines()[-1]
+    # Ray's reason is in that line, once, instead of 20 of its retry warnings before it.
+    assert "Authentication token is missing or incorrect" in err.splitlines()[-1]
+    assert "gcs_client.cc" not in err, err[-3000:]
     assert "Traceback" not in err
     (run,) = Store(url).list_runs()
     assert run.status == "failed"
