@@ -23,9 +23,15 @@ __all__ = [
 
 
 def run(experiment: str | Path | Experiment | dict[str, Any], **kwargs: Any) -> RunResult:
-    """Run the whole benchmark lifecycle for an experiment file, dict or Experiment."""
-    from basht.bench import run_benchmark
+    """Run the whole benchmark lifecycle for an experiment file, dict or Experiment.
 
+    Trials run in spawned processes that import the calling script: call this under
+    `if __name__ == "__main__":` in a script.
+    """
+    from basht.bench import run_benchmark
+    from basht.engine.local import refuse_in_a_starting_worker
+
+    refuse_in_a_starting_worker()
     if isinstance(experiment, (str, Path)):
         experiment = load_experiment(experiment)
     elif isinstance(experiment, dict):

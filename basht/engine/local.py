@@ -6,6 +6,7 @@ import contextlib
 import logging
 import multiprocessing as mp
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -22,6 +23,27 @@ from basht.errors import BashtError
 log = logging.getLogger(__name__)
 
 _START_TIMEOUT_S = 120.0
+#: A worker that finds itself running the driver's script again exits with this code.
+SCRIPT_RAN_AGAIN_EXIT = 3
+_SCRIPT_RAN_AGAIN = (
+    "it ran the script that started the run again (workers are spawned, and each imports the "
+    'script): put the call of basht.run under `if __name__ == "__main__":`'
+)
+
+
+def refuse_in_a_starting_worker() -> None:
+    """Stop a worker that is running its driver's script again, before it starts a run of its own.
+
+    A spawned worker imports the driver's `__main__` script (as `__mp_main__`) before it starts;
+    a script that calls `basht.run` at its top level, unguarded, would start a run in every
+    worker. Such a worker exits at once, and the driver says why in one line.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "<module>" and frame.f_globals.get("__name__") == "__mp_main__":
+            print(f"basht: a worker exits: {_SCRIPT_RAN_AGAIN}", file=sys.stderr)
+            raise SystemExit(SCRIPT_RAN_AGAIN_EXIT)
+        frame = frame.f_back
 
 
 def _device_share(workers: int, devices: int, min_share: float | None) -> float:
@@ -131,6 +153,7 @@ class LocalExecutor:
 
     def start(self) -> None:
         """Start every worker and wait until each has imported Basht and said it is ready."""
+        refuse_in_a_starting_worker()
         self._slots = [self._spawn(i) for i in range(self.workers)]
         for slot in self._slots:
             self._await_ready(slot)
@@ -165,6 +188,10 @@ class LocalExecutor:
             message = slot.conn.recv()
         except EOFError:
             slot.process.join(5.0)
+            if slot.process.exitcode == SCRIPT_RAN_AGAIN_EXIT:
+                raise BashtError(
+                    f"worker {slot.index} exited while starting: {_SCRIPT_RAN_AGAIN}"
+                ) from None
             raise BashtError(
                 f"worker {slot.index} exited while starting (exit code {slot.process.exitcode}); "
                 "its error is printed above"
