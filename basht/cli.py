@@ -6,14 +6,14 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from basht.bso.cli import app as bso_app
-from basht.errors import BashtError
+from basht.errors import BashtError, RunInterrupted
 
 app = typer.Typer(
     name="basht",
@@ -47,16 +47,19 @@ def run(
     experiment = load_experiment(file)
     if store is not None:
         experiment = experiment.model_copy(update={"store": store})
-    if quiet:
-        result = run_benchmark(experiment, results_root=results)
-    else:
-        with LiveProgress(console) as progress:
-            result = run_benchmark(
-                experiment,
-                results_root=results,
-                on_update=progress.on_update,
-                on_phase=progress.on_phase,
-            )
+    try:
+        if quiet:
+            result = run_benchmark(experiment, results_root=results)
+        else:
+            with LiveProgress(console) as progress:
+                result = run_benchmark(
+                    experiment,
+                    results_root=results,
+                    on_update=progress.on_update,
+                    on_phase=progress.on_phase,
+                )
+    except RunInterrupted as err:
+        _interrupted(err)
     print_result(result.summary, console)
     _write_plots(experiment.store, result.run_id)
     if result.status != "completed":
@@ -144,13 +147,16 @@ def resume(
     from basht.report import print_result
     from basht.report.progress import LiveProgress
 
-    if quiet:
-        result = resume_benchmark(run_id, store)
-    else:
-        with LiveProgress(console) as progress:
-            result = resume_benchmark(
-                run_id, store, on_update=progress.on_update, on_phase=progress.on_phase
-            )
+    try:
+        if quiet:
+            result = resume_benchmark(run_id, store)
+        else:
+            with LiveProgress(console) as progress:
+                result = resume_benchmark(
+                    run_id, store, on_update=progress.on_update, on_phase=progress.on_phase
+                )
+    except RunInterrupted as err:
+        _interrupted(err)
     print_result(result.summary, console)
     if result.status != "completed":
         raise typer.Exit(1)
@@ -252,13 +258,11 @@ def main() -> None:
         # Outside standalone mode typer returns the exit code of Ctrl-C (130) and typer.Exit.
         code = app(standalone_mode=False)
     except BashtError as err:
-        # The message is text, not markup: "pip install 'basht[ray]'" keeps its brackets.
-        err_console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False, soft_wrap=True)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        code = 130
-    except typer.Abort:
-        code = 130
+        _error(str(err))
+    except OSError as err:  # a path that cannot be written or read: the user's to fix as well
+        _error(f"{err.filename}: {err.strerror}" if err.filename and err.strerror else str(err))
+    except (KeyboardInterrupt, typer.Abort):
+        _interrupted(None)
     except typer.TyperException as err:  # a bad option or argument: typer's own click says why
         show = getattr(err, "show", None)
         if callable(show):
@@ -267,8 +271,28 @@ def main() -> None:
             err_console.print(f"error: {escape(str(err))}", highlight=False)
         sys.exit(2)
     if code == 130:
-        err_console.print("interrupted: finished trials are kept in the store")
+        _interrupted(None)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _interrupted(run: RunInterrupted | None) -> NoReturn:
+    """Ctrl-C: say which run keeps its trials and how to go on with it."""
+    if run is not None:
+        store = "" if run.store == "sqlite:///basht.db" else f" --store {run.store}"
+        message = (
+            f"interrupted: run {run.run_id} keeps its finished trials; continue it with "
+            f"`basht resume {run.run_id}{store}`"
+        )
+    else:
+        message = "interrupted: finished trials are kept in the store"
+    err_console.print(escape(message), highlight=False, soft_wrap=True)
+    sys.exit(130)
+
+
+def _error(message: str) -> NoReturn:
+    # The message is text, not markup: "pip install 'basht[ray]'" keeps its brackets.
+    err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
+    sys.exit(2)
 
 
 if __name__ == "__main__":

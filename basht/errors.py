@@ -21,3 +21,11 @@ class StoreError(BashtError):
 
 class TrialError(BashtError):
     """A trial that raised inside its worker; carries the worker's one-line reason."""
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run: the run is stored as interrupted, its finished trials kept."""
+
+    def __init__(self, run_id: str, store: str):
+        super().__init__(run_id)
+        self.run_id, self.store = run_id, store

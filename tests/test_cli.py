@@ -132,6 +132,10 @@ def test_sigint_keeps_every_finished_trial_and_leaves_a_consistent_store(spec, t
     store = Store(spec["store"])
     (run,) = store.list_runs()
     assert run.status == "interrupted"
+    assert err.strip().splitlines()[-1] == (
+        f"interrupted: run {run.id} keeps its finished trials; continue it with "
+        f"`basht resume {run.id} --store {spec['store']}`"
+    )
     trials = store.trials(run.id)
     states = {t.state for t in trials}
     assert "running" not in states and "pending" not in states
@@ -147,3 +151,29 @@ def test_sigint_keeps_every_finished_trial_and_leaves_a_consistent_store(spec, t
     )
     gone, alive = psutil.wait_procs(workers, timeout=5)
     assert not alive, "worker processes outlived the run"
+
+
+def test_a_results_folder_that_cannot_be_made_is_one_line_and_the_run_is_failed(
+    spec, write_spec, tmp_path
+):
+    (tmp_path / "a-file").write_text("")
+    proc = _basht("run", "-q", str(write_spec(spec)), "--results", "a-file/x", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: results: cannot create ") and "a-file/x/t-" in last, last
+    (run,) = Store(spec["store"]).list_runs()
+    assert run.status == "failed"  # not left `running`
+    report = _basht("report", run.id, "--store", spec["store"], cwd=tmp_path)
+    assert report.returncode == 0 and "failed" in report.stdout
+    # Its page can be written elsewhere (the plots are inline); a path that cannot is one line.
+    html = _basht(
+        "report", run.id, "--store", spec["store"], "--html", "--out", "r.html", cwd=tmp_path
+    )
+    assert html.returncode == 0, html.stderr
+    page = (tmp_path / "r.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "data:image/png;base64," in page
+    bad = ["report", run.id, "--store", spec["store"], "--html", "--out", "a-file/r.html"]
+    html = _basht(*bad, cwd=tmp_path)
+    assert html.returncode == 2 and "Traceback" not in html.stderr, html.stderr
+    assert html.stderr.strip().splitlines()[-1].startswith("error: a-file: ")

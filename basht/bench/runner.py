@@ -13,7 +13,7 @@ from typing import Any
 from basht.bench.lifecycle import BestTrial, RunContext, SystemUnderTest
 from basht.bench.measurement import start_exporter, start_monitor
 from basht.bench.timing import Timing, timed
-from basht.errors import BashtError
+from basht.errors import BashtError, RunInterrupted
 from basht.experiment import Experiment
 from basht.metrics import compute_metrics
 from basht.report.results import build_summary, write_results_json
@@ -130,7 +130,6 @@ def _execute(
     system_factory: Callable[[RunContext], SystemUnderTest] | None = None,
 ) -> RunResult:
     store, run_id, results_dir = ctx.store, ctx.run_id, ctx.results_dir
-    results_dir.mkdir(parents=True, exist_ok=True)
     log.info("run %s (attempt %d): results in %s", run_id, attempt, results_dir)
 
     def record(timing: Timing) -> None:
@@ -143,6 +142,10 @@ def _execute(
     status, error = "failed", None
     sut: SystemUnderTest | None = None
     try:
+        try:
+            results_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise BashtError(f"results: cannot create {results_dir} ({err.strerror})") from None
         ctx.monitor = start_monitor(ctx.experiment, store, run_id, ctx.resume)
         if ctx.experiment.measure.prometheus_port is not None:
             ctx.exporter = start_exporter(ctx, ctx.experiment.measure.prometheus_port)
@@ -173,7 +176,7 @@ def _execute(
         status = "completed"
     except KeyboardInterrupt:
         status, error = "interrupted", "interrupted by the user (SIGINT)"
-        raise
+        raise RunInterrupted(run_id, store.url) from None
     except BashtError as err:
         error = str(err)
         raise
@@ -195,7 +198,10 @@ def _execute(
                 ctx.exporter.stop()
             store.finish_run(run_id, status, error)
             summary = build_summary(store, run_id)
-            write_results_json(summary, results_dir)
+            try:
+                write_results_json(summary, results_dir)
+            except OSError as err:  # the store has it all; the file is a copy
+                log.error("results.json not written to %s: %s", results_dir, err.strerror)
             store.close()
     return _result(summary, results_dir)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import html
+import tempfile
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -202,14 +203,17 @@ def _try_plots(write: Any, *args: Any) -> dict[str, Path] | None:
 
 
 def write_run_report(store: Store, run_id: str, out: Path | None = None) -> Path:
-    """Plots into the run's folder, then `report.html` (or `out`) with everything inline."""
+    """Plots into the run's folder, then `report.html` with everything inline; or, given `out`,
+    the page there alone (its plots drawn in a scratch folder: the page holds them)."""
     from basht.report.plots import write_run_plots
 
     run = store.get_run(run_id)
-    plots = _try_plots(write_run_plots, store, run.id)
     path = Path(out or Path(run.results_dir) / REPORT)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(run_html(store, run.id, plots), encoding="utf-8")
+    with tempfile.TemporaryDirectory(prefix="basht-plots-") as scratch:
+        folder = Path(scratch) if out is not None else None
+        plots = _try_plots(write_run_plots, store, run.id, folder)
+        path.write_text(run_html(store, run.id, plots), encoding="utf-8")
     return path
 
 

@@ -31,8 +31,13 @@ class LiveProgress:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._render(force=True)
+        if exc[0] is not None and self._status is None and self.phase == "deploy":
+            self.live.transient = True  # failed before anything happened: the error says it all
+        else:
+            self._render(force=True)
         self.live.__exit__(*exc)
+        if not self.console.is_terminal and not self.live.transient:
+            self.console.line()  # rich leaves the last line open when it cannot redraw it
 
     def on_phase(self, timing: Any) -> None:
         flag = " (aborted)" if timing.aborted else ""
