@@ -166,6 +166,14 @@ def simulate(
 
     if protocol not in ("epoch", "zeus"):
         raise BSOError(f"protocol {protocol!r}: expected epoch or zeus")
+    if not 0.0 <= eta <= 1.0:
+        raise BSOError(
+            f"--eta {eta:g}: expected a value in [0, 1] (1 = energy only, 0 = time only)"
+        )
+    if not no_early_stop and beta <= 0:
+        raise BSOError(f"--beta {beta:g}: expected a value above 0 (or --no-early-stop)")
+    if recurrences < 1:
+        raise BSOError(f"--recurrences {recurrences}: expected 1 or more")
     trace = TraceJob(workload, gpu)
     with ExitStack() as stack:
         if server is None:

@@ -103,7 +103,17 @@ def test_the_simulate_command_prints_the_comparison(tmp_path):
     assert len(saved["policies"][0]["runs"]) >= 6
 
 
-def test_bad_simulate_arguments_are_one_line_errors():
-    proc = basht("bso", "simulate", "--workload", "mnist")
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--workload", "mnist"], "mnist"),
+        (["--eta", "2"], "--eta 2"),
+        (["--eta", "-0.5"], "--eta -0.5"),
+        (["--beta", "0"], "--beta 0"),
+        (["--recurrences", "0"], "--recurrences 0"),
+    ],
+)
+def test_bad_simulate_arguments_are_one_line_errors(args, named):
+    proc = basht("bso", "simulate", *args)
     assert proc.returncode == 2
-    assert proc.stderr.strip().count("\n") == 0 and "mnist" in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and named in proc.stderr, proc.stderr
