@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sqlite3
 import sys
@@ -79,6 +80,14 @@ def test_bad_serve_settings_are_one_line_errors(basht, tmp_path, args, fragment)
     line = one_line_error(basht("bso", "serve", *db, *args))
     assert fragment in line
     assert "hunter2" not in line  # passwords never printed
+
+
+def test_a_missing_database_driver_names_the_package_that_brings_it(basht):
+    if importlib.util.find_spec("asyncmy") is not None:
+        pytest.skip("asyncmy is installed here")
+    line = one_line_error(basht("bso", "migrate", "--db", "mysql://u:hunter2@127.0.0.1/x"))
+    assert line.endswith("(No module named 'asyncmy'); pip install 'asyncmy'"), line
+    assert "hunter2" not in line
 
 
 def test_bad_environment_values_are_named(basht, tmp_path):

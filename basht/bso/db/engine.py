@@ -82,9 +82,12 @@ def open_engine(url: str, echo: bool = False) -> AsyncEngine:
     except (ArgumentError, ValueError) as err:
         raise BSOError(f"database URL {redact(url)!r}: {err}") from None
     except ImportError as err:
+        # basht[bso] brings the SQLite and PostgreSQL drivers; others are the user's to add.
+        driver = parsed.get_driver_name()
+        extra = "basht[bso]" if driver in ("aiosqlite", "asyncpg") else driver
         raise BSOError(
             f"database URL {redact(url)!r}: its driver is not installed ({err}); "
-            "pip install 'basht[bso]'"
+            f"pip install '{extra}'"
         ) from None
     if parsed.get_backend_name() == "sqlite":
         event.listen(engine.sync_engine, "connect", _sqlite_connect)
