@@ -179,13 +179,13 @@ def validate(file: Annotated[Path, typer.Argument(help="Experiment file (YAML or
 @app.command("runs")
 def list_runs(
     store: StoreOption = "sqlite:///basht.db",
-    limit: Annotated[int, typer.Option(help="Show at most this many.")] = 50,
+    limit: Annotated[int, typer.Option(min=1, help="Show at most this many.")] = 50,
 ) -> None:
     """List the runs in the store, newest first."""
     from basht.report import runs_table
     from basht.store import Store
 
-    console.print(runs_table(Store(store).list_runs(limit)))
+    console.print(runs_table(Store(store, create=False).list_runs(limit)))
 
 
 @app.command()
@@ -218,9 +218,9 @@ def report(
     if as_html:
         from basht.report.html import write_run_report
 
-        console.print(f"report: {write_run_report(Store(store), run_id, out)}")
+        console.print(f"report: {write_run_report(Store(store, create=False), run_id, out)}")
         return
-    summary = build_summary(Store(store), run_id)
+    summary = build_summary(Store(store, create=False), run_id)
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
     else:
@@ -239,7 +239,7 @@ def _report_comparison(
 
     comparison = load_comparison(ref, results)
     # The comparison knows its store; an explicit --store (another copy of it) wins.
-    stored = Store(comparison.store if store == "sqlite:///basht.db" else store)
+    stored = Store(comparison.store if store == "sqlite:///basht.db" else store, create=False)
     if as_html:
         console.print(f"report: {write_comparison_report(stored, comparison, out)}")
         return

@@ -71,8 +71,14 @@ def test_basht_run_writes_store_and_results(spec, write_spec, tmp_path):
         results["metrics"]["energy_total"]["value"], rel=1e-9
     )
 
-    listed = _basht("runs", "--store", spec["store"], cwd=tmp_path)
-    assert run.id in listed.stdout
+    listed = subprocess.run(  # on an 80-column terminal the id is still there whole, to copy
+        [sys.executable, "-m", "basht.cli", "runs", "--store", spec["store"]],
+        env={**_env(), "COLUMNS": "80"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.id in listed.stdout, listed.stdout
     shown = _basht("report", run.id[:12], "--store", spec["store"], "--json", cwd=tmp_path)
     assert json.loads(shown.stdout)["run_id"] == run.id
 
@@ -106,9 +112,20 @@ def wait_for_trials(store_url: str, db: Path, enough, timeout_s: float = 120.0) 
 
 @pytest.mark.parametrize("run", ["nope", "nope[bso]"])  # an error is text: brackets are kept
 def test_report_of_an_unknown_run_is_one_line(tmp_path, run):
-    proc = _basht("report", run, "--store", f"sqlite:///{tmp_path / 'x.db'}", cwd=tmp_path)
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    Store(url).close()
+    proc = _basht("report", run, "--store", url, cwd=tmp_path)
     assert proc.returncode == 2
     assert f"no run matching '{run}'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("command", [["runs"], ["report", "latest"], ["resume", "latest"]])
+def test_reading_a_store_that_is_not_there_is_one_line_and_makes_none(tmp_path, command):
+    url = f"sqlite:///{tmp_path / 'nowhere' / 'basht.db'}"
+    proc = _basht(*command, "--store", url, cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().endswith("basht.db (no run was stored there)"), proc.stderr
+    assert not (tmp_path / "nowhere").exists()
 
 
 def test_sigint_keeps_every_finished_trial_and_leaves_a_consistent_store(spec, tmp_path):

@@ -97,7 +97,7 @@ def resume_benchmark(
 ) -> RunResult:
     """Continue an interrupted or failed run: finished trials stay, the algorithm is replayed from
     its decision log, trials that were running start again (from their last pause if any)."""
-    store = Store(store_url)
+    store = Store(store_url, create=False)
     run = store.get_run(run_id)
     if run.status == "completed":
         raise BashtError(f"run {run.id} completed; there is nothing to resume")

@@ -90,15 +90,24 @@ def energy_table(energy: list[dict[str, Any]]) -> Table:
 
 
 def runs_table(runs: Sequence[RunRow]) -> Table:
-    table = Table(title="stored runs", title_justify="left")
-    for column in ("run", "system", "status", "started (UTC)", "best value", "best trial"):
-        table.add_column(column)
+    # No rules and short headers, so that a run id fits whole in 80 columns: it is there to
+    # be copied. (The id holds the full start time; the column gives it at a glance.)
+    table = Table(
+        title="stored runs (times in UTC)",
+        title_justify="left",
+        box=None,
+        pad_edge=False,
+        header_style="bold underline",
+    )
+    table.add_column("run", no_wrap=True, min_width=max((len(r.id) for r in runs), default=3))
+    for column in ("system", "status", "started", "best", "trial"):
+        table.add_column(column, no_wrap=True)
     for run in runs:
         table.add_row(
             run.id,
             run.system,
             run.status,
-            f"{run.started_at:%Y-%m-%d %H:%M:%S}",
+            f"{run.started_at:%m-%d %H:%M}",
             _fmt(run.best_value),
             _fmt(run.best_trial),
         )

@@ -60,7 +60,9 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def open_engine(url: str) -> Engine:
+def open_engine(url: str, create: bool = True) -> Engine:
+    """An engine for `url`; a SQLite file's folder is made, unless `create` is off, when a
+    SQLite file that is not there is an error (a reader must not leave an empty store behind)."""
     try:
         engine = create_engine(url)
     except (ArgumentError, ValueError) as err:
@@ -70,6 +72,8 @@ def open_engine(url: str) -> Engine:
     if engine.dialect.name == "sqlite":
         database = engine.url.database
         if database and database != ":memory:":
+            if not create and not Path(database).is_file():
+                raise StoreError(f"store {url!r}: there is no {database} (no run was stored there)")
             Path(database).parent.mkdir(parents=True, exist_ok=True)
         event.listen(engine, "connect", _sqlite_pragmas)
     return engine
@@ -116,9 +120,10 @@ _CREATE_TRIES = 10
 class Store:
     """All reads and writes of experiments, runs, phases, trials, reports, checkpoints and metrics."""
 
-    def __init__(self, url: str = "sqlite:///basht.db"):
+    def __init__(self, url: str = "sqlite:///basht.db", *, create: bool = True):
+        """Open the store at `url`; with `create` off, a SQLite file must be there already."""
         self.url = url
-        self.engine = open_engine(url)
+        self.engine = open_engine(url, create)
         try:
             self._create_tables()
         except OperationalError as err:
