@@ -212,6 +212,8 @@ def report(
     from basht.report.comparison import is_comparison_ref
     from basht.store import Store
 
+    if as_json and as_html:
+        raise BashtError("--json and --html: give one (--json prints, --html writes a page)")
     if is_comparison_ref(run_id):
         _report_comparison(run_id, store, results, as_json, as_html, out)
         return

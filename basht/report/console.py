@@ -49,9 +49,12 @@ def result_tables(summary: dict[str, Any]) -> Group:
     phases = Table(title="phases", title_justify="left")
     phases.add_column("phase")
     phases.add_column("duration (s)", justify="right")
-    phases.add_column("")
+    aborted = any(p["aborted"] for p in summary["phases"])
+    if aborted:
+        phases.add_column("ended")
     for p in summary["phases"]:
-        phases.add_row(p["name"], f"{p['duration_s']:.3f}", "aborted" if p["aborted"] else "")
+        ended = ["aborted" if p["aborted"] else "done"] if aborted else []
+        phases.add_row(p["name"], f"{p['duration_s']:.3f}", *ended)
 
     metrics = Table(title="metrics", title_justify="left")
     metrics.add_column("metric")
