@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -256,6 +257,10 @@ def _report_comparison(
 def main() -> None:
     """Entry point: a BashtError is the user's to fix, so one line and exit code 2, no traceback."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # `package.module:attr` workloads are found in the current folder, as with `python -m`
+    # (spawned workers inherit the path).
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         # Outside standalone mode typer returns the exit code of Ctrl-C (130) and typer.Exit.
         code = app(standalone_mode=False)

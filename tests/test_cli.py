@@ -194,3 +194,27 @@ def test_a_results_folder_that_cannot_be_made_is_one_line_and_the_run_is_failed(
     html = _basht(*bad, cwd=tmp_path)
     assert html.returncode == 2 and "Traceback" not in html.stderr, html.stderr
     assert html.stderr.strip().splitlines()[-1].startswith("error: a-file: ")
+
+
+def test_the_basht_command_finds_a_workload_in_the_folder_it_runs_in(spec, write_spec, tmp_path):
+    command = Path(sys.executable).parent / "basht"  # the installed command, not `python -m`
+    if not command.exists():
+        pytest.skip("the basht command is not installed beside this Python")
+    (tmp_path / "mine.py").write_text(
+        "def objective(config, trial):\n"
+        "    for epoch in range(1, trial.budget + 1):\n"
+        "        trial.report(epoch, accuracy=config['x'])\n"
+    )
+    spec["workload"] = {"name": "mine:objective"}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(
+        [str(command), "run", "-q", str(write_spec(spec))],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run,) = Store(spec["store"]).list_runs()
+    assert run.status == "completed" and run.best_value is not None
