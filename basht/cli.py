@@ -165,15 +165,20 @@ def resume(
 
 @app.command()
 def validate(file: Annotated[Path, typer.Argument(help="Experiment file (YAML or JSON).")]) -> None:
-    """Check FILE against the schema; exit code 2 with one line on the first problem."""
+    """Check FILE against the schema and what a run would resolve (workload, params and space
+    keys, carbon zone, price, store URL) without running anything; exit code 2 with one line on
+    the first problem."""
+    from basht.bench.preflight import preflight
     from basht.experiment import load_experiment
 
     experiment = load_experiment(file)
+    preflight(experiment)
     s = experiment.search
     console.print(
         f"{file}: ok — {experiment.name}: workload {experiment.workload.name}, "
         f"{len(experiment.search_space)} parameters, pS = {experiment.space_size}, "
-        f"sampler {s.sampler}, pruner {s.pruner}, {experiment.resources.workers} workers"
+        f"sampler {s.sampler}, pruner {s.pruner}, {experiment.resources.workers} workers",
+        soft_wrap=True,  # one line, also when piped
     )
 
 

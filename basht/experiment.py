@@ -18,6 +18,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from basht.engine.devices import check_share
 from basht.errors import ExperimentError
@@ -295,24 +296,36 @@ class Experiment(BaseModel):
             # The original form is a grid by definition.
             self.search = self.search.model_copy(update={"sampler": "grid"})
         if self.search.sampler == "tpe" and self.system != "optuna":
-            raise ValueError("search.sampler: tpe is Optuna's; use it with system: optuna")
+            raise _at("search.sampler", "tpe is Optuna's; use it with system: optuna")
         if self.search.sampler == "grid" and not self.search_space.is_finite:
-            raise ValueError("sampler: grid needs a finite space (give `step` or use `choice`)")
+            raise _at("search.sampler", "grid needs a finite space (give `step` or use `choice`)")
         return self
 
     @model_validator(mode="after")
     def _executor_options(self) -> Experiment:
         if self.ray is not None and self.executor != "ray":
-            raise ValueError("`ray` applies only with executor: ray")
+            raise _at("ray", "applies only with executor: ray")
         gpu = self.resources.accelerator == "gpu"
         if self.resources.devices is not None and not (gpu and self.executor == "local"):
-            raise ValueError(
-                "resources.devices applies to accelerator: gpu with executor: local "
-                "(Ray places GPUs itself)"
+            raise _at(
+                "resources.devices",
+                "applies to accelerator: gpu with executor: local (Ray places GPUs itself)",
             )
         if self.engine.min_width is not None and not gpu:
-            raise ValueError("engine.min_width is a GPU share; it needs accelerator: gpu")
+            raise _at("engine.min_width", "a GPU share; it needs accelerator: gpu")
+        if self.executor == "ray" and self.engine.scheduler != "fifo":
+            raise _at(
+                "engine.scheduler",
+                f"{self.engine.scheduler} runs on executor: local only "
+                "(use scheduler: fifo with executor: ray)",
+            )
         return self
+
+    @property
+    def source(self) -> str:
+        """Where this experiment was read from, for messages: its file, or `<experiment>`."""
+        # Kept beside the fields (like a cached property): model_copy keeps it, == ignores it.
+        return self.__dict__.get("_source", "<experiment>")
 
     @property
     def search_space(self) -> SearchSpace:
@@ -336,9 +349,11 @@ class Experiment(BaseModel):
                 f"{source}: expected a mapping at the top level, got {type(data).__name__}"
             )
         try:
-            return cls.model_validate(data)
+            experiment = cls.model_validate(data)
         except ValidationError as err:
             raise ExperimentError(_one_line(err, source)) from None
+        experiment.__dict__["_source"] = source
+        return experiment
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=False)
@@ -375,6 +390,11 @@ def load_experiment(path: str | Path) -> Experiment:
 _TAGS = {"float", "int", "choice", "list"}
 
 
+def _at(path: str, what: str) -> PydanticCustomError:
+    """A cross-field problem that belongs to one key: reported as `<file>: <path>: <what>`."""
+    return PydanticCustomError("basht_at_key", "{what}", {"path": path, "what": what})
+
+
 def _one_line(err: ValidationError, source: str) -> str:
     first = err.errors()[0]
     loc = [str(p) for p in first["loc"] if not (isinstance(p, str) and _is_tag(p))]
@@ -387,6 +407,10 @@ def _one_line(err: ValidationError, source: str) -> str:
         )
     elif kind == "missing":
         what = "missing required key"
+    elif kind == "basht_at_key":
+        context = first.get("ctx") or {}
+        where = ".".join([*loc, str(context["path"])])
+        what = str(context["what"])
     else:
         msg = first["msg"].removeprefix("Value error, ")
         what = msg if kind == "value_error" else f"{msg}, got {first['input']!r}"

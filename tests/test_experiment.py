@@ -83,6 +83,30 @@ BAD = [
         lambda s: s["search"].update(sampler="grid"),
         "sampler: grid needs a finite space",
     ),
+    (
+        "fluid on ray",
+        lambda s: s.update(executor="ray", engine={"scheduler": "fluid"}),
+        "exp.yaml: engine.scheduler: fluid runs on executor: local only",
+    ),
+    # Past the schema: what the run would resolve (basht.bench.preflight).
+    (
+        "space key the workload does not take",
+        lambda s: (
+            s["workload"].update(name="digits-mlp") or s.update(space={"lrr": s["space"]["x"]})
+        ),
+        "exp.yaml: space.lrr: unknown key 'lrr'",
+    ),
+    (
+        "unknown workload param",
+        lambda s: s["workload"].update(params={"epoch_secs": 1}),
+        "exp.yaml: workload.params.epoch_secs: unknown key (expected one of: epoch_s,",
+    ),
+    (
+        "unknown carbon zone",
+        lambda s: s.update(measure={"carbon": {"region": "XX"}}),
+        "exp.yaml: measure.carbon.region: unknown zone 'XX'",
+    ),
+    ("bad store URL", lambda s: s.update(store="notaurl"), "exp.yaml: store: not a valid"),
 ]
 
 

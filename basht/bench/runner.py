@@ -76,7 +76,11 @@ def run_benchmark(
     Phases run in order; the first failure skips the rest but undeploy, which always runs (also
     on Ctrl-C). Every phase timing, trial and metric is written to the store as it happens.
     `system_factory` benchmarks a system under test of the caller's own instead of `system:`.
+    A file that would fail for a reason `preflight` can see fails first, with nothing stored.
     """
+    from basht.bench.preflight import preflight
+
+    preflight(experiment)
     store = Store(experiment.store)
     spec = experiment.to_dict()
     spec["space_size"] = experiment.space_size

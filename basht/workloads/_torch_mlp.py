@@ -81,13 +81,18 @@ class HParams:
 KEYS: tuple[str, ...] = ("lr", "hidden", "dropout", "weight_decay", "batch_size", "optimizer")
 
 
-def canonical_keys(values: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """Resolve aliases and reject unknown keys, so a typo in a config never goes unnoticed."""
+def canonical_keys(
+    values: Mapping[str, Any], where: str, also: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """Resolve aliases and reject unknown keys, so a typo in a config never goes unnoticed.
+
+    `also`: other keys the caller accepts (a constructor's own params), named in the message only.
+    """
     out: dict[str, Any] = {}
     for key, value in values.items():
         name = ALIASES.get(key, key)
         if name not in KEYS:
-            known = ", ".join([*KEYS, *ALIASES])
+            known = ", ".join([*also, *KEYS, *ALIASES])
             raise WorkloadError(f"{where}: unknown key {key!r} (expected one of: {known})")
         if name in out:
             raise WorkloadError(f"{where}: {key!r} is an alias of {name!r}; give only one of them")
@@ -175,11 +180,14 @@ class TorchMLP:
     """
 
     workload_name = "torch-mlp"
+    #: Params a subclass's constructor takes itself (besides seed); the rest are config defaults.
+    constructor_params: tuple[str, ...] = ()
 
     def __init__(self, seed: int = 0, **params: Any) -> None:
         self.seed = int(seed)
-        self._defaults = canonical_keys(params, f"{self.workload_name}: workload.params")
-        parse_hparams(self._defaults, f"{self.workload_name}: workload.params")
+        where = f"{self.workload_name}: workload.params"
+        self._defaults = canonical_keys(params, where, also=self.constructor_params)
+        parse_hparams(self._defaults, where)
         self.hparams: HParams | None = None
         self._model: Any = None  # replica 0: the one that is optimised, evaluated and saved
         self._replicas: list[Any] = []
@@ -195,6 +203,12 @@ class TorchMLP:
     def _splits(self) -> Splits:
         """The data, read or generated with `self.seed`; the same for every trial of a run."""
         raise NotImplementedError
+
+    @classmethod
+    def check_config(cls, config: Mapping[str, Any], where: str = "config") -> None:
+        """The preflight hook (see `basht.workloads.base.Workload`): the checks `load` makes on
+        `config`'s keys and values, without data or torch."""
+        parse_hparams(canonical_keys(config, where), where)
 
     def set_threads(self, threads: int) -> None:
         """A new width between epochs (Fluid); the result does not depend on it."""

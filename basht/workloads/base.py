@@ -69,6 +69,13 @@ class Workload(Protocol):
 
     # Optional: `set_threads(n)` lets the engine change a running trial's width between epochs
     # (Fluid); without it the engine limits the worker process's thread pools itself.
+    #
+    # Optional: a classmethod `check_config(config, where="config")`, the preflight hook that
+    # `basht validate` and `basht run` call before anything is written. `config` holds some of a
+    # trial's hyperparameters (one space key with one of its values, or one value of every key);
+    # raise WorkloadError with a message starting with `where` for a key the workload does not
+    # take or a value it rejects. It must be cheap: no data, no model. Without it the space's
+    # keys are not checked before the run.
 
 
 class TrialReporter(Protocol):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -84,6 +85,14 @@ class DigitsSGD:
     def set_threads(self, threads: int) -> None:
         """A new width between epochs (Fluid)."""
         self._threads = max(1, int(threads))
+
+    @classmethod
+    def check_config(cls, config: Mapping[str, Any], where: str = "config") -> None:
+        """The preflight hook (see `basht.workloads.base.Workload`): the key check `load` makes.
+
+        Values are left to sklearn, which checks them only when fitting (at `load`).
+        """
+        _sgd_keys(config, where)
 
     @classmethod
     def prepare(cls, seed: int = 0, **params: Any) -> None:
@@ -197,7 +206,7 @@ class DigitsSGD:
         return metrics
 
 
-def _sgd_keys(values: dict[str, Any], where: str) -> dict[str, Any]:
+def _sgd_keys(values: Mapping[str, Any], where: str) -> dict[str, Any]:
     """Reject unknown keys so a misspelt hyperparameter is an error, not a silent default."""
     for key in values:
         if key not in _SGD_KEYS:

@@ -189,6 +189,7 @@ class MnistMLP(TorchMLP):
     """
 
     workload_name = "mnist-mlp"
+    constructor_params = ("path", "validation_fraction", "limit")
 
     def __init__(
         self,
@@ -202,7 +203,7 @@ class MnistMLP(TorchMLP):
         where = f"{self.workload_name}: workload.params"
         if path is None or str(path) == "":
             raise WorkloadError(
-                f"{where}.path is required: the directory holding the MNIST IDX files"
+                f"{where}.path: missing required key (the directory holding the MNIST IDX files)"
             )
         self.path = Path(path).expanduser()
         if not self.path.is_dir():
@@ -213,14 +214,14 @@ class MnistMLP(TorchMLP):
             fraction = math.nan
         if not 0.0 < fraction < 1.0:
             raise WorkloadError(
-                f"{where}.validation_fraction must lie strictly between 0 and 1, "
+                f"{where}.validation_fraction: must lie strictly between 0 and 1, "
                 f"got {validation_fraction!r}"
             )
         self.validation_fraction = fraction
         if limit is not None and (
             isinstance(limit, bool) or not isinstance(limit, int | np.integer) or limit < 2
         ):
-            raise WorkloadError(f"{where}.limit must be an integer >= 2, got {limit!r}")
+            raise WorkloadError(f"{where}.limit: must be an integer >= 2, got {limit!r}")
         self.limit = None if limit is None else int(limit)
 
     def _splits(self) -> Splits:

@@ -133,8 +133,8 @@ def test_a_gpu_experiment_runs_end_to_end_on_listed_devices(tmp_path):
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"resources": {"accelerator": "cpu", "devices": DEVICES}}, "resources.devices applies"),
-        ({"engine": {"min_width": 0.5}}, "engine.min_width is a GPU share"),
+        ({"resources": {"accelerator": "cpu", "devices": DEVICES}}, "resources.devices: applies"),
+        ({"engine": {"min_width": 0.5}}, "engine.min_width: a GPU share"),
     ],
 )
 def test_gpu_options_without_a_gpu_are_refused(spec, change, message):

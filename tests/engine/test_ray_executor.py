@@ -168,7 +168,7 @@ def test_a_ray_address_is_read_only_with_executor_ray(spec):
     assert Experiment.from_dict(spec).ray.address == "10.0.0.5:6379"
     with pytest.raises(ExperimentError, match="ray.adress: unknown key"):
         Experiment.from_dict({**spec, "ray": {"adress": "10.0.0.5:6379"}})
-    with pytest.raises(ExperimentError, match="`ray` applies only with executor: ray"):
+    with pytest.raises(ExperimentError, match="ray: applies only with executor: ray"):
         Experiment.from_dict({**spec, "executor": "local"})
 
 

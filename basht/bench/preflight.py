@@ -1,0 +1,198 @@
+"""Preflight: what the schema cannot see but a run would trip over, checked before anything runs.
+
+`basht validate` and `run_benchmark` call `preflight` on a loaded experiment. It trains nothing,
+loads no data, opens no store and writes nothing; the checks resolve things the way the run
+resolves them (the same functions), so a file that passes does not fail for these reasons later:
+
+- the workload resolves, and a class workload can be built with `workload.params`;
+- the space's keys and values pass the workload's `check_config` hook (see
+  `basht.workloads.base.Workload`); workloads without the hook are not checked;
+- `measure.carbon` and `measure.price` resolve (no network: a live carbon source is only set up);
+- `store` is a SQLAlchemy URL whose dialect and driver are installed.
+
+Every problem is one ExperimentError line `<file>: <key.path>: <what was wrong>`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from basht.engine.messages import WorkloadRef
+from basht.engine.worker import build_workload
+from basht.errors import BashtError, ExperimentError, WorkloadError
+from basht.experiment import Experiment
+from basht.space import Choice, Parameter
+from basht.workloads import is_function_workload, resolve_workload
+
+__all__ = ["preflight"]
+
+_UNKNOWN_PARAM = re.compile(r"^workload\.params: unknown key '(?P<key>[^']+)' (?P<rest>\(.*\))$")
+
+# The largest value a sampler's unit draw takes (numpy's random() is below 1 by 2**-53).
+_TOP = math.nextafter(1.0, 0.0)
+
+
+def preflight(experiment: Experiment, source: str | None = None) -> None:
+    """Raise ExperimentError on the first problem; `source` names the file (default: the
+    experiment's own `source`)."""
+    where = experiment.source if source is None else source
+    factory = _check_workload(experiment, where)
+    _check_space(experiment, factory, where)
+    _check_carbon(experiment, where)
+    _check_price(experiment, where)
+    _check_store(experiment.store, where)
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+def _check_workload(experiment: Experiment, where: str) -> Any:
+    spec = experiment.workload
+    try:
+        factory = resolve_workload(spec.name)
+    except WorkloadError as err:
+        raise ExperimentError(f"{where}: workload.name: {_one_line(err)}") from None
+    if is_function_workload(factory):
+        return factory  # an objective(config, trial) takes no params to check
+    params = dict(spec.params)
+    _check_signature(factory, params, where)
+    try:
+        build_workload(WorkloadRef(spec.name, params, experiment.seed))
+    except WorkloadError as err:
+        raise ExperimentError(_params_line(err, factory, where)) from None
+    except Exception as err:  # a user's constructor: whatever it raises is this file's problem
+        raise ExperimentError(
+            f"{where}: workload.params: {spec.name} cannot be built with them "
+            f"({type(err).__name__}: {_one_line(err)})"
+        ) from None
+    return factory
+
+
+def _check_signature(factory: Any, params: dict[str, Any], where: str) -> None:
+    """Unknown and missing params by the constructor's signature, named by their key."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return
+    fields = signature.parameters.values()
+    named = [p for p in fields if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    known = [p.name for p in named if p.name != "seed"]
+    if not any(p.kind is p.VAR_KEYWORD for p in fields):
+        for key in params:
+            if key not in known and key != "seed":
+                expected = f"expected one of: {', '.join(known)}" if known else "it takes none"
+                raise ExperimentError(f"{where}: workload.params.{key}: unknown key ({expected})")
+    for p in named:
+        if p.default is p.empty and p.name != "seed" and p.name not in params:
+            raise ExperimentError(f"{where}: workload.params.{p.name}: missing required key")
+
+
+def _params_line(err: WorkloadError, factory: Any, where: str) -> str:
+    """A constructor's message (`<workload>: workload.params...: what`) as this file's line."""
+    message = _one_line(err)
+    name = getattr(factory, "workload_name", None)
+    if name and message.startswith(f"{name}: "):
+        message = message.removeprefix(f"{name}: ")
+    unknown = _UNKNOWN_PARAM.match(message)
+    if unknown:  # name the key in the path, as the schema does
+        return f"{where}: workload.params.{unknown['key']}: unknown key {unknown['rest']}"
+    if message.startswith("workload.params"):
+        return f"{where}: {message}"
+    return f"{where}: workload.params: {message}"
+
+
+def _check_space(experiment: Experiment, factory: Any, where: str) -> None:
+    """Every key, with the values a sampler can draw at both ends (every value of a choice)."""
+    check: Callable[..., None] | None = getattr(factory, "check_config", None)
+    if not callable(check):
+        return
+    label = "space" if experiment.space is not None else "hyperparameter"
+    space = experiment.search_space
+    for key, parameter in space.items():
+        for value in _probe_values(parameter):
+            _call_hook(check, {key: value}, f"{where}: {label}.{key}")
+    # All keys at once: catches keys that are fine alone but not together (aliases of each other).
+    _call_hook(check, {k: p.from_unit(0.0) for k, p in space.items()}, f"{where}: {label}")
+
+
+def _probe_values(parameter: Parameter) -> list[Any]:
+    if isinstance(parameter, Choice):  # any of its values may be drawn
+        return parameter.grid()
+    return [parameter.from_unit(0.0), parameter.from_unit(_TOP)]
+
+
+def _call_hook(check: Callable[..., None], config: Mapping[str, Any], where: str) -> None:
+    try:
+        check(dict(config), where)
+    except BashtError as err:
+        raise ExperimentError(_one_line(err)) from None
+    except Exception as err:  # a user's hook that raised something else
+        raise ExperimentError(f"{where}: {type(err).__name__}: {_one_line(err)}") from None
+
+
+def _check_carbon(experiment: Experiment, where: str) -> None:
+    from basht.energy.carbon import intensity_from_spec
+
+    carbon = experiment.measure.carbon
+    try:
+        intensity_from_spec(carbon)  # builds only: a live source asks the API once running
+    except ExperimentError as err:
+        # The key the run resolves (intensity_from_spec's precedence); the schema allows one.
+        key = next(
+            (k for k in ("g_per_kwh", "csv", "region") if getattr(carbon, k) is not None), None
+        )
+        path = "measure.carbon" + (f".{key}" if key else "")
+        raise ExperimentError(
+            f"{where}: {path}: {_one_line(err).removeprefix('carbon: ')}"
+        ) from None
+
+
+# The price key a price_from_spec message is about, by what it says.
+_PRICE_KEYS = (
+    ("unknown provider", "provider"),
+    ("needs a provider", "provider"),
+    ("for region", "region"),
+    ("instance", "instance"),
+    ("usd_per_hour", "usd_per_hour"),
+    ("vcpus", "vcpus"),
+    ("gpus", "gpus"),
+    ("memory_gib", "memory_gib"),
+)
+
+
+def _check_price(experiment: Experiment, where: str) -> None:
+    from basht.energy.pricing import price_from_spec
+
+    try:
+        price_from_spec(experiment.measure.price)
+    except ExperimentError as err:
+        message = _one_line(err).removeprefix("price: ")
+        key = next((k for phrase, k in _PRICE_KEYS if phrase in message), None)
+        path = "measure.price" + (f".{key}" if key else "")
+        raise ExperimentError(f"{where}: {path}: {message}") from None
+
+
+def _check_store(url: str, where: str) -> None:
+    """Parse the URL and import its dialect and driver, as create_engine would; no connection,
+    no file or folder made."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        dialect = make_url(url).get_dialect()
+        import_dbapi = getattr(dialect, "import_dbapi", None)
+        if callable(import_dbapi):
+            import_dbapi()
+    except (ArgumentError, ValueError) as err:
+        raise ExperimentError(
+            f"{where}: store: not a valid SQLAlchemy URL, got {url!r} ({_one_line(err)})"
+        ) from None
+    except ImportError as err:
+        raise ExperimentError(
+            f"{where}: store: the database driver for {url!r} is not installed ({_one_line(err)})"
+        ) from None
