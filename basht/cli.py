@@ -235,6 +235,53 @@ def report(
         print_result(summary, console)
 
 
+@app.command()
+def plan(
+    file: Annotated[Path, typer.Argument(help="Experiment file: its `search` is the SHA job.")],
+    profile: Annotated[
+        Path, typer.Option(help="Profile file: instance, epoch_s per GPU count, startup_s.")
+    ],
+    deadline: Annotated[str, typer.Option(help="When the job must be done: 5400, 90m, 1h30m.")],
+    confidence: Annotated[
+        str, typer.Option(help="What must meet the deadline: the p95 or the mean JCT.")
+    ] = "p95",
+    max_instances: Annotated[
+        int | None,
+        typer.Option(min=1, help="At most this many instances (default: one GPU per trial)."),
+    ] = None,
+    runs: Annotated[int, typer.Option(min=1, help="Simulated runs per plan.")] = 200,
+    seed: Annotated[int, typer.Option(help="Seeds the simulated stragglers.")] = 0,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write it here.")] = None,
+) -> None:
+    """RubberBand: the cheapest cloud allocation plan that meets DEADLINE (greedy, simulated)."""
+    from basht.experiment import load_experiment
+    from basht.plan import ShaJob, load_profile, plan_job
+    from basht.plan.profile import parse_duration
+    from basht.report.plan import plan_json, plan_tables
+
+    job = ShaJob.from_experiment(load_experiment(file))
+    measured = load_profile(profile)
+    result = plan_job(
+        job,
+        measured,
+        parse_duration(deadline),
+        confidence=confidence,
+        max_instances=max_instances,
+        runs=runs,
+        seed=seed,
+    )
+    console.print(plan_tables(result, job, measured))
+    console.print(
+        f"the plan costs {1 - 1 / result.saving:.0%} less than the best static cluster "
+        f"(that one costs {result.saving:.2f}x as much); {result.simulations} plans simulated",
+        soft_wrap=True,
+    )
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(plan_json(result, job, measured), indent=2) + "\n")
+        console.print(f"wrote {json_out}")
+
+
 def _report_comparison(
     ref: str, store: str, results: Path, as_json: bool, as_html: bool, out: Path | None
 ) -> None:

@@ -1,0 +1,186 @@
+"""What a plan is estimated from: measured epoch times per GPU count, and instance start-up times.
+
+A profile file (YAML or JSON) names the instance type and holds the measurements:
+
+    instance: aws:p3.8xlarge          # provider:instance from the price sheet, or
+                                      # {usd_per_hour: 12.24, gpus: 4, provider: aws}
+    epoch_s: {1: [61.2, 60.8, 75.0], 2: [33.1, 32.9], 4: [19.0, 18.7]}   # one trial's epochs
+    startup_s: [95, 110, 160]         # from request to a ready instance
+    source: "ResNet-18 on CIFAR-10, profiled 2026-11-20"
+
+The spread of the samples is what the simulator draws stragglers from. A GPU count that was not
+profiled is scaled from the nearest one below by t(k) = t(k0)·(k/k0)^-b, with b fitted to the
+profiled means (or given as `scaling` when only one count was profiled).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from basht.energy.pricing import BILLING_RULES, PER_SECOND, Price, PriceError, lookup_price
+from basht.errors import BashtError
+
+_KEYS = {"instance", "epoch_s", "startup_s", "scaling", "source"}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One trial's seconds per epoch at each GPU count (samples), and instance start-up times."""
+
+    price: Price
+    epoch_s: Mapping[int, tuple[float, ...]]
+    startup_s: tuple[float, ...] = (0.0,)
+    scaling: float | None = None
+    source: str = ""
+    _sorted: dict[int, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.price.gpus < 1:
+            raise BashtError(f"instance {self.price.instance or ''}: a plan needs GPU instances")
+        if not self.epoch_s:
+            raise BashtError("epoch_s: give the seconds per epoch at one GPU count at least")
+        for gpus, samples in self.epoch_s.items():
+            if gpus < 1 or not samples or not all(s > 0 and math.isfinite(s) for s in samples):
+                raise BashtError(f"epoch_s.{gpus}: expected seconds > 0 at a GPU count >= 1")
+        if not self.startup_s or not all(s >= 0 and math.isfinite(s) for s in self.startup_s):
+            raise BashtError("startup_s: expected seconds >= 0")
+        if self.scaling is None and len(self.epoch_s) < 2 and max(self.epoch_s) < self.price.gpus:
+            raise BashtError(
+                "epoch_s: profiled at one GPU count only; give times at more counts, or `scaling`"
+                " (b in t(k) = t(1)·k^-b, 1 = perfect scaling)"
+            )
+
+    @property
+    def gpus_per_instance(self) -> int:
+        return self.price.gpus
+
+    @property
+    def exponent(self) -> float:
+        """b of t(k) = t(1)·k^-b: given, or fitted to the profiled means (least squares in logs)."""
+        if self.scaling is not None:
+            return self.scaling
+        counts = sorted(self.epoch_s)
+        if len(counts) < 2:
+            return 1.0  # never used: every count a trial can get was profiled
+        x = np.log(counts)
+        y = np.log([np.mean(self.epoch_s[k]) for k in counts])
+        return float(-np.polyfit(x, y, 1)[0])
+
+    def epoch_quantile(self, gpus: int, u: np.ndarray) -> np.ndarray:
+        """Seconds per epoch at `gpus` GPUs for uniform draws `u` (the empirical distribution):
+        the same `u` gives the same straggler under every plan (common random numbers)."""
+        table = self._sorted.get(gpus)
+        if table is None:
+            table = self._sorted[gpus] = self._samples_at(gpus)
+        index = np.minimum((u * len(table)).astype(np.int64), len(table) - 1)
+        return table[index]
+
+    def startup_quantile(self, u: np.ndarray) -> np.ndarray:
+        table = np.sort(np.asarray(self.startup_s, dtype=float))
+        return table[np.minimum((u * len(table)).astype(np.int64), len(table) - 1)]
+
+    def _samples_at(self, gpus: int) -> np.ndarray:
+        if gpus in self.epoch_s:
+            return np.sort(np.asarray(self.epoch_s[gpus], dtype=float))
+        below = [k for k in self.epoch_s if k < gpus]
+        base = max(below) if below else min(self.epoch_s)
+        factor = (gpus / base) ** -self.exponent
+        return np.sort(np.asarray(self.epoch_s[base], dtype=float) * factor)
+
+
+def load_profile(path: str | Path) -> Profile:
+    """Read a profile file; every problem is one BashtError line naming the file and key."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise BashtError(f"{path}: cannot read ({err.strerror})") from None
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as err:
+        raise BashtError(f"{path}: not valid {path.suffix[1:].upper() or 'YAML'}: {err}") from None
+    try:
+        return profile_from_dict(data)
+    except BashtError as err:
+        raise BashtError(f"{path}: {err}") from None
+
+
+def profile_from_dict(data: Any) -> Profile:
+    if not isinstance(data, Mapping):
+        raise BashtError("expected a mapping with instance, epoch_s and startup_s")
+    unknown = sorted(set(data) - _KEYS)
+    if unknown:
+        raise BashtError(f"{unknown[0]}: unknown key (expected one of: {', '.join(sorted(_KEYS))})")
+    for key in ("instance", "epoch_s"):
+        if key not in data:
+            raise BashtError(f"{key}: missing required key")
+    epoch_s = data["epoch_s"]
+    if not isinstance(epoch_s, Mapping):
+        raise BashtError("epoch_s: expected a mapping of GPU count to seconds per epoch")
+    try:
+        times = {int(k): tuple(float(s) for s in _listed(v)) for k, v in epoch_s.items()}
+        startup = tuple(float(s) for s in _listed(data.get("startup_s", [0.0])))
+        scaling = None if data.get("scaling") is None else float(data["scaling"])
+    except (TypeError, ValueError) as err:
+        raise BashtError(f"epoch_s, startup_s, scaling: expected numbers ({err})") from None
+    return Profile(
+        price=_instance(data["instance"]),
+        epoch_s=times,
+        startup_s=startup,
+        scaling=scaling,
+        source=str(data.get("source", "")),
+    )
+
+
+def _listed(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
+def _instance(spec: Any) -> Price:
+    """`provider:instance` from the price sheet, or an explicit price with GPUs per instance."""
+    try:
+        if isinstance(spec, str):
+            provider, sep, instance = spec.partition(":")
+            if not sep:
+                raise BashtError(f"instance: expected provider:instance, got {spec!r}")
+            return lookup_price(provider, instance)
+        if isinstance(spec, Mapping):
+            provider = spec.get("provider")
+            rule = BILLING_RULES.get(provider, PER_SECOND) if provider else PER_SECOND
+            return Price(
+                usd_per_hour=float(spec["usd_per_hour"]),
+                vcpus=int(spec.get("vcpus", 1)),
+                gpus=int(spec.get("gpus", 0)),
+                rule=rule,
+                provider=provider,
+                instance=spec.get("name"),
+                source="profile file",
+            )
+    except PriceError as err:
+        raise BashtError(f"instance: {str(err).removeprefix('price: ')}") from None
+    except KeyError as err:
+        raise BashtError(f"instance.{err.args[0]}: missing required key") from None
+    raise BashtError(f"instance: expected provider:instance or a mapping, got {spec!r}")
+
+
+_DURATION = re.compile(
+    r"^(?:(?P<h>\d+(?:\.\d+)?)h)?(?:(?P<m>\d+(?:\.\d+)?)m)?(?:(?P<s>\d+(?:\.\d+)?)s?)?$"
+)
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in `5400`, `90m`, `1h30m` or `2h`."""
+    match = _DURATION.match(text.strip())
+    if not text.strip() or match is None or not any(match.groupdict().values()):
+        raise BashtError(f"deadline {text!r}: expected seconds or a time like 90m or 1h30m")
+    parts = {k: float(v) for k, v in match.groupdict().items() if v}
+    return parts.get("h", 0.0) * 3600 + parts.get("m", 0.0) * 60 + parts.get("s", 0.0)

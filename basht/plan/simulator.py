@@ -1,0 +1,134 @@
+"""A plan's completion time and billed cost, estimated by Monte Carlo with stragglers.
+
+Each stage runs its trials on the plan's instances for that stage: every trial gets the same
+number of GPUs on one instance (a power of two, as many as the stage's GPUs allow, so that a
+late stage with few trials trains each one faster), and when there are more trials than slots
+they run in waves. A trial's time is its epochs x a seconds-per-epoch drawn from the profile;
+the stage ends at a barrier when its slowest slot is done (synchronous SHA promotes only then),
+so the more trials a barrier waits for, the more a straggler costs.
+
+At a barrier the cluster follows the plan: instances beyond the next stage's count are released
+(billed up to the barrier), and new ones are requested then and become ready after a start-up
+time drawn from the profile; trials on instances that were already up start at once. The job
+starts by requesting its first stage's instances, and ends when the last stage does. Every
+instance is billed for its whole life by the provider's rule (e.g. per second, 60 s minimum).
+
+Every plan is simulated with the same random draws (common random numbers): a straggler is the
+same trial in the same stage under every plan, so two plans differ by what the plans change.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from basht.energy.pricing import S_PER_HOUR
+from basht.errors import BashtError
+from basht.plan.job import ShaJob, Stage
+from basht.plan.profile import Profile
+
+Plan = tuple[int, ...]  # instances in each stage
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A plan's completion time and cost over the simulated runs: mean and 95th percentile."""
+
+    jct_s: float
+    jct_p95_s: float
+    cost_usd: float
+    cost_p95_usd: float
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a stage runs on `instances`: GPUs per trial, concurrent trials, waves."""
+
+    gpus_per_trial: int
+    slots: int
+    waves: int
+
+
+class Simulator:
+    """`sim(plan)` -> Estimate, cached per plan; `calls` counts the plans simulated."""
+
+    def __init__(
+        self, job: ShaJob, profile: Profile, *, runs: int = 200, seed: int = 0, max_instances: int
+    ):
+        if runs < 1:
+            raise BashtError(f"runs: expected 1 or more, got {runs}")
+        self.job, self.profile, self.runs = job, profile, runs
+        self.stages = job.stages
+        self.max_instances = max_instances
+        rng = np.random.default_rng(seed)
+        self._u_train = [rng.random((runs, stage.trials)) for stage in self.stages]
+        self._u_start = rng.random((runs, len(self.stages), max_instances))
+        self._cache: dict[Plan, Estimate] = {}
+        self.calls = 0
+
+    def layout(self, stage: Stage, instances: int) -> Layout:
+        per_instance = self.profile.gpus_per_instance
+        share = min(per_instance, (instances * per_instance) // stage.trials)
+        gpus = 1 << (share.bit_length() - 1) if share >= 1 else 1
+        slots = instances * (per_instance // gpus)
+        return Layout(gpus, slots, math.ceil(stage.trials / slots))
+
+    def __call__(self, plan: Plan) -> Estimate:
+        plan = tuple(int(m) for m in plan)
+        if len(plan) != len(self.stages) or not all(1 <= m <= self.max_instances for m in plan):
+            raise BashtError(
+                f"plan {plan}: expected {len(self.stages)} stages of 1..{self.max_instances} "
+                "instances"
+            )
+        cached = self._cache.get(plan)
+        if cached is None:
+            cached = self._cache[plan] = self._simulate(plan)
+            self.calls += 1
+        return cached
+
+    def _simulate(self, plan: Plan) -> Estimate:
+        runs = self.runs
+        launched = np.zeros((runs, 0))  # each live instance's launch and ready times
+        ready = np.zeros((runs, 0))
+        billed = np.zeros(runs)
+        barrier = np.zeros(runs)
+        for i, (stage, instances) in enumerate(zip(self.stages, plan, strict=True)):
+            have = launched.shape[1]
+            if instances < have:  # released at the barrier: billed up to it
+                billed += self._bill(barrier[:, None] - launched[:, instances:])
+                launched, ready = launched[:, :instances], ready[:, :instances]
+            elif instances > have:
+                start = self.profile.startup_quantile(self._u_start[:, i, have:instances])
+                launched = np.hstack([launched, np.repeat(barrier[:, None], instances - have, 1)])
+                ready = np.hstack([ready, barrier[:, None] + start])
+            barrier = self._stage_end(stage, i, np.maximum(ready, barrier[:, None]))
+        billed += self._bill(barrier[:, None] - launched)
+        return Estimate(
+            jct_s=float(barrier.mean()),
+            jct_p95_s=float(np.quantile(barrier, 0.95)),
+            cost_usd=float(billed.mean()),
+            cost_p95_usd=float(np.quantile(billed, 0.95)),
+        )
+
+    def _stage_end(self, stage: Stage, i: int, ready: np.ndarray) -> np.ndarray:
+        """When the slowest slot finishes; trials go in order to slots in order of readiness."""
+        layout = self.layout(stage, ready.shape[1])
+        per_instance = self.profile.gpus_per_instance // layout.gpus_per_trial
+        slot_ready = np.sort(np.repeat(ready, per_instance, axis=1), axis=1)  # (runs, slots)
+        seconds = stage.epochs * self.profile.epoch_quantile(
+            layout.gpus_per_trial, self._u_train[i]
+        )
+        padded = np.zeros((self.runs, layout.waves * layout.slots))
+        padded[:, : stage.trials] = seconds
+        busy = padded.reshape(self.runs, layout.waves, layout.slots).sum(axis=1)
+        used = min(layout.slots, stage.trials)
+        return (slot_ready[:, :used] + busy[:, :used]).max(axis=1)
+
+    def _bill(self, lifetimes_s: np.ndarray) -> np.ndarray:
+        """Each run's billed cost of instances that lived `lifetimes_s` (runs x instances)."""
+        rule, price = self.profile.price.rule, self.profile.price.usd_per_hour
+        steps = np.ceil(lifetimes_s / rule.increment_s - 1e-9) * rule.increment_s
+        seconds = np.maximum(rule.minimum_s, np.maximum(steps, 0.0))
+        return (seconds.sum(axis=1) * price / S_PER_HOUR) if seconds.size else np.zeros(self.runs)

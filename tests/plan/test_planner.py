@@ -1,0 +1,165 @@
+"""RubberBand: SHA's stages, the simulator against hand-worked plans, and the greedy planner."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from basht.errors import BashtError
+from basht.plan import ShaJob, Simulator, load_profile, plan_job
+from basht.plan.planner import best_static, brute_force, greedy
+from basht.plan.profile import parse_duration, profile_from_dict
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_sha_stages_train_each_survivor_from_its_last_rung():
+    stages = ShaJob(81, 1, 81, 3).stages
+    assert [(s.trials, s.epochs) for s in stages] == [(81, 1), (27, 2), (9, 6), (3, 18), (1, 54)]
+    # A max budget that is not a power of eta: its last stage trains up to it, as the tuners do.
+    assert [(s.trials, s.epochs) for s in ShaJob(64, 1, 20, 3).stages] == [
+        (64, 1),
+        (21, 2),
+        (7, 6),
+        (2, 11),
+    ]
+
+
+def _flat(**instance) -> dict:
+    """No spread at all: every epoch and every start-up takes the same time."""
+    return {
+        "instance": {"usd_per_hour": 3.6, "gpus": 2, **instance},  # 0.001 USD a second
+        "epoch_s": {1: [10.0], 2: [6.0]},
+        "startup_s": [5.0],
+    }
+
+
+@pytest.mark.parametrize(
+    ("plan", "jct_s", "billed_s"),
+    [
+        # 4 trials x 1 epoch on one instance: 1 GPU each, 2 at a time (2 waves, 20 s after the
+        # 5 s start-up); then the survivor gets both GPUs: 2 epochs x 6 s.
+        ((1, 1), 5 + 20 + 12, 37),
+        # Two instances: one wave (5 + 10); one is released at that barrier (billed 15 s).
+        ((2, 1), 5 + 10 + 12, 15 + 27),
+        # A second instance asked for at the barrier: the survivor starts on the first at once.
+        ((1, 2), 5 + 20 + 12, 37 + 12),
+    ],
+)
+def test_the_simulator_matches_plans_worked_by_hand(plan, jct_s, billed_s):
+    sim = Simulator(ShaJob(4, 1, 3, 3), profile_from_dict(_flat()), runs=3, max_instances=2)
+    estimate = sim(plan)
+    assert estimate.jct_s == pytest.approx(jct_s) and estimate.jct_p95_s == pytest.approx(jct_s)
+    assert estimate.cost_usd == pytest.approx(billed_s * 0.001)
+
+
+def test_each_instance_is_billed_by_the_providers_rule():
+    # AWS bills per second with a 60 s minimum: the instance released after 15 s costs 60 s.
+    sim = Simulator(
+        ShaJob(4, 1, 3, 3), profile_from_dict(_flat(provider="aws")), runs=1, max_instances=2
+    )
+    assert sim((2, 1)).cost_usd == pytest.approx((60 + 60) * 0.001)  # 15 s and 27 s lives
+
+
+def _tail() -> dict:
+    return {
+        "instance": "aws:p3.8xlarge",
+        "epoch_s": {1: [60, 61, 62, 63, 65, 70, 90], 2: [33, 34, 35, 38, 50], 4: [19, 20, 22, 30]},
+        "startup_s": [90, 110, 180],
+    }
+
+
+def test_stragglers_make_a_barrier_over_more_trials_later_and_draws_are_common():
+    profile = profile_from_dict(_tail())
+    few = Simulator(ShaJob(4, 1, 1, 3), profile, runs=400, max_instances=1)((1,))
+    many = Simulator(ShaJob(64, 1, 1, 3), profile, runs=400, max_instances=16)((16,))
+    # Both run one wave of one-GPU trials for one epoch; 64 trials wait for a slower straggler.
+    assert many.jct_s > few.jct_s and many.jct_p95_s >= many.jct_s
+    again = Simulator(ShaJob(64, 1, 1, 3), profile, runs=400, max_instances=16)((16,))
+    assert again == many  # the same seed, the same draws
+
+
+def test_a_gpu_count_not_profiled_is_scaled_by_the_fitted_exponent():
+    profile = profile_from_dict({**_tail(), "epoch_s": {1: [60.0], 2: [30.0]}})
+    assert profile.exponent == pytest.approx(1.0)
+    assert profile.epoch_quantile(4, np.array([0.5]))[0] == pytest.approx(15.0)
+    with pytest.raises(BashtError, match="one GPU count only"):
+        profile_from_dict({**_tail(), "epoch_s": {1: [60.0]}})
+    assert profile_from_dict({**_tail(), "epoch_s": {1: [60.0]}, "scaling": 0.5}).exponent == 0.5
+
+
+@pytest.mark.parametrize("deadline_s", [1500, 2000, 2600])
+def test_the_greedy_plan_meets_the_deadline_beats_static_and_is_near_the_optimum(deadline_s):
+    sim = Simulator(ShaJob(27, 1, 27, 3), profile_from_dict(_tail()), runs=100, max_instances=5)
+    static = best_static(sim, deadline_s)
+    plan = greedy(sim, static, deadline_s)
+    optimum = brute_force(sim, deadline_s)
+    assert sim(plan).jct_p95_s <= deadline_s
+    assert sim(optimum).cost_usd <= sim(plan).cost_usd <= sim(static).cost_usd
+    assert sim(plan).cost_usd <= 1.05 * sim(optimum).cost_usd
+
+
+def test_plan_job_is_cheaper_than_static_where_late_stages_idle_and_says_when_none_fits():
+    job, profile = ShaJob(81, 1, 81, 3), profile_from_dict(_tail())
+    result = plan_job(job, profile, 3600, runs=100)
+    assert result.estimate.jct_p95_s <= 3600 and result.saving > 1.1
+    assert result.plan[-1] < result.plan[0]  # one trial left: the cluster shrinks
+    with pytest.raises(BashtError, match="no plan of up to 21 instances meets the deadline"):
+        plan_job(job, profile, 600, runs=20)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("5400", 5400), ("90m", 5400), ("1h30m", 5400), ("2h", 7200)]
+)
+def test_deadlines_read_as_people_write_them(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize(
+    ("profile", "named"),
+    [
+        ({"epoch_s": {1: [1]}}, "instance: missing required key"),
+        ({**_tail(), "epoch": {}}, "epoch: unknown key"),
+        ({**_tail(), "instance": "aws:nope"}, "instance: "),
+        ({**_tail(), "instance": "p3"}, "instance: expected provider:instance"),
+        ({**_tail(), "epoch_s": {1: [-1.0]}}, "epoch_s.1: expected seconds > 0"),
+        ({**_tail(), "instance": {"usd_per_hour": 1.0}}, "needs GPU instances"),
+    ],
+)
+def test_a_bad_profile_is_one_line_naming_the_key(tmp_path, profile, named):
+    path = tmp_path / "profile.yaml"
+    path.write_text(json.dumps(profile))
+    with pytest.raises(BashtError) as err:
+        load_profile(path)
+    assert str(err.value).startswith(f"{path}: ") and named in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def _basht(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "basht.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_basht_plan_prints_the_plan_and_writes_it(tmp_path):
+    out = tmp_path / "plan.json"
+    example = ["examples/plan/sha-81.yaml", "--profile", "examples/plan/p3-profile.yaml"]
+    proc = _basht("plan", *example, "--deadline", "1h", "--runs", "50", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "RubberBand" in proc.stdout and "best static" in proc.stdout
+    saved = json.loads(out.read_text())
+    assert len(saved["plan"]) == len(saved["job"]["stages"]) == 5
+    assert saved["estimate"]["jct_p95_s"] <= 3600
+    assert saved["estimate"]["cost_usd"] <= saved["static_estimate"]["cost_usd"]
+    bad = _basht("plan", *example, "--deadline", "soon")
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0
+    assert "deadline 'soon'" in bad.stderr
