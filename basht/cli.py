@@ -238,10 +238,29 @@ def report(
 @app.command()
 def plan(
     file: Annotated[Path, typer.Argument(help="Experiment file: its `search` is the SHA job.")],
-    profile: Annotated[
-        Path, typer.Option(help="Profile file: instance, epoch_s per GPU count, startup_s.")
-    ],
     deadline: Annotated[str, typer.Option(help="When the job must be done: 5400, 90m, 1h30m.")],
+    profile: Annotated[
+        Path | None, typer.Option(help="Profile file: instance, epoch_s per GPU count, startup_s.")
+    ] = None,
+    from_run: Annotated[
+        str | None,
+        typer.Option(
+            help="Or profile from a stored run: its epochs, one GPU each (with --instance)."
+        ),
+    ] = None,
+    instance: Annotated[
+        str | None,
+        typer.Option(help="With --from-run: the instance it ran on, e.g. aws:p3.8xlarge."),
+    ] = None,
+    scaling: Annotated[
+        float | None,
+        typer.Option(help="With --from-run: b in t(k) = t(1)·k^-b for more GPUs (1 = linear)."),
+    ] = None,
+    startup: Annotated[
+        float,
+        typer.Option(min=0, help="With --from-run: seconds from request to a ready instance."),
+    ] = 120.0,
+    store: StoreOption = "sqlite:///basht.db",
     confidence: Annotated[
         str, typer.Option(help="What must meet the deadline: the p95 or the mean JCT.")
     ] = "p95",
@@ -256,11 +275,25 @@ def plan(
     """RubberBand: the cheapest cloud allocation plan that meets DEADLINE (greedy, simulated)."""
     from basht.experiment import load_experiment
     from basht.plan import ShaJob, load_profile, plan_job
-    from basht.plan.profile import parse_duration
+    from basht.plan.profile import parse_duration, profile_from_run
     from basht.report.plan import plan_json, plan_tables
+    from basht.store import Store
 
     job = ShaJob.from_experiment(load_experiment(file))
-    measured = load_profile(profile)
+    if (profile is None) == (from_run is None):
+        raise BashtError("give --profile FILE or --from-run RUN (with --instance), one of them")
+    if profile is not None:
+        measured = load_profile(profile)
+    else:
+        if instance is None:
+            raise BashtError("--from-run: give --instance, the instance type the run measured")
+        measured = profile_from_run(
+            Store(store, create=False),
+            str(from_run),
+            instance,
+            scaling=scaling,
+            startup_s=(startup,),
+        )
     result = plan_job(
         job,
         measured,

@@ -141,6 +141,41 @@ def profile_from_dict(data: Any) -> Profile:
     )
 
 
+def profile_from_run(
+    store: Any,
+    run_id: str,
+    instance: str,
+    *,
+    scaling: float | None = None,
+    startup_s: tuple[float, ...] = (0.0,),
+) -> Profile:
+    """A profile measured by a Basht run: every epoch its trials trained (train + validate
+    seconds, as the store has them) is a sample of one trial on one GPU of `instance`.
+
+    Run the profiling job on the instance type you plan for, one GPU per worker; the planner
+    scales other GPU counts by `scaling` (b in t(k) = t(1)·k^-b), which a run at one width
+    cannot measure.
+    """
+    run = store.get_run(run_id)
+    seconds = tuple(r.train_s + r.validate_s for r in store.reports(run.id))
+    seconds = tuple(s for s in seconds if s > 0)
+    if not seconds:
+        raise BashtError(f"run {run.id}: no epoch was reported, nothing to profile")
+    price = _instance(instance)
+    if scaling is None and price.gpus > 1:
+        raise BashtError(
+            f"run {run.id} measured one GPU per trial: give the scaling to more GPUs "
+            "(b in t(k) = t(1)·k^-b; 1 = linear)"
+        )
+    return Profile(
+        price=price,
+        epoch_s={1: seconds},
+        startup_s=startup_s,
+        scaling=scaling,
+        source=f"run {run.id}: {len(seconds)} epochs measured",
+    )
+
+
 def _listed(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list | tuple) else [value]
 

@@ -20,6 +20,8 @@ def plan_tables(result: PlanResult, job: ShaJob, profile: Profile) -> Group:
     stages = Table(
         title=f"plan: instances of {instance} ({profile.gpus_per_instance} GPUs each) per stage",
         title_justify="left",
+        caption=f"profile: {profile.source or 'no source given'}",
+        caption_justify="left",
     )
     for column in ("stage", "trials", "epochs each", "instances", "GPUs per trial", "waves"):
         stages.add_column(column, justify="right")

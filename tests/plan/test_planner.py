@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from basht.errors import BashtError
 from basht.plan import ShaJob, Simulator, load_profile, plan_job
@@ -163,3 +164,35 @@ def test_basht_plan_prints_the_plan_and_writes_it(tmp_path):
     bad = _basht("plan", *example, "--deadline", "soon")
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0
     assert "deadline 'soon'" in bad.stderr
+
+
+def test_a_profile_from_a_stored_run_holds_every_epoch_it_trained(tmp_path):
+    from basht.plan.profile import profile_from_run
+    from basht.store import Store
+
+    spec = yaml.safe_load((ROOT / "examples" / "sleep-smoke.yaml").read_text())
+    spec["store"] = f"sqlite:///{tmp_path / 'basht.db'}"
+    path = tmp_path / "profiled.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    run = subprocess.run(
+        [sys.executable, "-m", "basht.cli", "run", "-q", str(path), "--results", str(tmp_path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    store = Store(spec["store"])
+    (stored,) = store.list_runs()
+    reports = store.reports(stored.id)
+    profile = profile_from_run(store, stored.id, "aws:p3.8xlarge", scaling=0.8)
+    assert sorted(profile.epoch_s[1]) == sorted(r.train_s + r.validate_s for r in reports)
+    assert profile.source.startswith(f"run {stored.id}: {len(reports)} epochs measured")
+    with pytest.raises(BashtError, match="measured one GPU per trial: give the scaling"):
+        profile_from_run(store, stored.id, "aws:p3.8xlarge")
+    planned = _basht(
+        "plan", "examples/plan/sha-81.yaml", "--from-run", stored.id, "--store", spec["store"],
+        "--instance", "aws:p3.8xlarge", "--scaling", "0.8", "--deadline", "1h", "--runs", "20",
+    )  # fmt: skip
+    assert planned.returncode == 0, planned.stderr
+    assert f"profile: run {stored.id}" in planned.stdout
