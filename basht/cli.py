@@ -279,7 +279,15 @@ def plan(
     from basht.report.plan import plan_json, plan_tables
     from basht.store import Store
 
-    job = ShaJob.from_experiment(load_experiment(file))
+    experiment = load_experiment(file)
+    job = ShaJob.from_experiment(experiment)
+    if experiment.search.pruner != "sha" or job.trials != job.eta ** (len(job.rungs) - 1):
+        console.print(
+            f"[dim]note: planned as one synchronous SHA bracket of {job.trials} configurations "
+            f"over rungs {', '.join(map(str, job.rungs))} (the file's pruner is "
+            f"{experiment.search.pruner})[/dim]",
+            soft_wrap=True,
+        )
     if (profile is None) == (from_run is None):
         raise BashtError("give --profile FILE or --from-run RUN (with --instance), one of them")
     if profile is not None:
