@@ -43,20 +43,22 @@ def run(
     from basht.bench import run_benchmark
     from basht.experiment import load_experiment
     from basht.report import print_result
-    from basht.report.progress import LiveProgress
+    from basht.report.progress import LiveProgress, QuietProgress
 
     experiment = load_experiment(file)
     if store is not None:
         experiment = experiment.model_copy(update={"store": store})
     try:
-        if quiet:
-            result = run_benchmark(experiment, results_root=results)
+        if quiet:  # still says where live metrics are served (measure.prometheus_port)
+            result = run_benchmark(
+                experiment, results_root=results, on_update=QuietProgress(console)
+            )
         else:
             with LiveProgress(console) as progress:
                 result = run_benchmark(
                     experiment,
                     results_root=results,
-                    on_update=progress.on_update,
+                    on_update=progress,  # also prints `metrics: URL` once they are served
                     on_phase=progress.on_phase,
                 )
     except RunInterrupted as err:
@@ -107,7 +109,7 @@ def compare(
     from basht.experiment import Experiment, load_experiment
     from basht.report.compare import compare_rows, compare_table
     from basht.report.html import write_comparison_report
-    from basht.report.progress import LiveProgress
+    from basht.report.progress import LiveProgress, QuietProgress
     from basht.store import Store
 
     experiment = load_experiment(file)
@@ -118,10 +120,10 @@ def compare(
     def run_one(exp: Experiment, root: Path) -> RunResult:
         console.rule(f"{exp.system} · seed {exp.seed}")
         if quiet:
-            return run_benchmark(exp, results_root=root)
+            return run_benchmark(exp, results_root=root, on_update=QuietProgress(console))
         with LiveProgress(console) as progress:
             return run_benchmark(
-                exp, results_root=root, on_update=progress.on_update, on_phase=progress.on_phase
+                exp, results_root=root, on_update=progress, on_phase=progress.on_phase
             )
 
     comparison = run_comparison(
@@ -146,15 +148,15 @@ def resume(
     """Continue an interrupted run: finished trials are kept, the algorithm picks up where it was."""
     from basht.bench import resume_benchmark
     from basht.report import print_result
-    from basht.report.progress import LiveProgress
+    from basht.report.progress import LiveProgress, QuietProgress
 
     try:
         if quiet:
-            result = resume_benchmark(run_id, store)
+            result = resume_benchmark(run_id, store, on_update=QuietProgress(console))
         else:
             with LiveProgress(console) as progress:
                 result = resume_benchmark(
-                    run_id, store, on_update=progress.on_update, on_phase=progress.on_phase
+                    run_id, store, on_update=progress, on_phase=progress.on_phase
                 )
     except RunInterrupted as err:
         _interrupted(err)
@@ -257,9 +259,11 @@ def plan(
         typer.Option(help="With --from-run: b in t(k) = t(1)·k^-b for more GPUs (1 = linear)."),
     ] = None,
     startup: Annotated[
-        float,
-        typer.Option(min=0, help="With --from-run: seconds from request to a ready instance."),
-    ] = 120.0,
+        float | None,
+        typer.Option(
+            min=0, help="With --from-run: seconds from request to a ready instance [120]."
+        ),
+    ] = None,
     store: StoreOption = "sqlite:///basht.db",
     confidence: Annotated[
         str, typer.Option(help="What must meet the deadline: the p95 or the mean JCT.")
@@ -269,39 +273,29 @@ def plan(
         typer.Option(min=1, help="At most this many instances (default: one GPU per trial)."),
     ] = None,
     runs: Annotated[int, typer.Option(min=1, help="Simulated runs per plan.")] = 200,
-    seed: Annotated[int, typer.Option(help="Seeds the simulated stragglers.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="Seeds the simulated stragglers.")] = 0,
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write it here.")] = None,
 ) -> None:
     """RubberBand: the cheapest cloud allocation plan that meets DEADLINE (greedy, simulated)."""
     from basht.experiment import load_experiment
-    from basht.plan import ShaJob, load_profile, plan_job
-    from basht.plan.profile import parse_duration, profile_from_run
-    from basht.report.plan import plan_json, plan_tables
+    from basht.plan import ShaJob, plan_job
+    from basht.plan.profile import choose_profile, parse_duration
+    from basht.report.plan import job_note, plan_json, plan_summary, plan_tables
     from basht.store import Store
 
     experiment = load_experiment(file)
     job = ShaJob.from_experiment(experiment)
-    if experiment.search.pruner != "sha" or job.trials != job.eta ** (len(job.rungs) - 1):
-        console.print(
-            f"[dim]note: planned as one synchronous SHA bracket of {job.trials} configurations "
-            f"over rungs {', '.join(map(str, job.rungs))} (the file's pruner is "
-            f"{experiment.search.pruner})[/dim]",
-            soft_wrap=True,
-        )
-    if (profile is None) == (from_run is None):
-        raise BashtError("give --profile FILE or --from-run RUN (with --instance), one of them")
-    if profile is not None:
-        measured = load_profile(profile)
-    else:
-        if instance is None:
-            raise BashtError("--from-run: give --instance, the instance type the run measured")
-        measured = profile_from_run(
-            Store(store, create=False),
-            str(from_run),
-            instance,
-            scaling=scaling,
-            startup_s=(startup,),
-        )
+    note = job_note(job, experiment.search.pruner)
+    if note:
+        console.print(f"[dim]{escape(note)}[/dim]", soft_wrap=True)
+    measured = choose_profile(
+        profile,
+        from_run,
+        lambda: Store(store, create=False),
+        instance=instance,
+        scaling=scaling,
+        startup_s=startup,
+    )
     result = plan_job(
         job,
         measured,
@@ -312,11 +306,7 @@ def plan(
         seed=seed,
     )
     console.print(plan_tables(result, job, measured))
-    console.print(
-        f"the plan costs {1 - 1 / result.saving:.0%} less than the best static cluster "
-        f"(that one costs {result.saving:.2f}x as much); {result.simulations} plans simulated",
-        soft_wrap=True,
-    )
+    console.print(plan_summary(result), soft_wrap=True)
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(plan_json(result, job, measured), indent=2) + "\n")

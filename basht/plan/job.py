@@ -57,10 +57,13 @@ class ShaJob:
 
     @classmethod
     def from_experiment(cls, experiment: object) -> ShaJob:
-        """The job an experiment file describes (`search`: max_trials at min_budget, eta)."""
+        """The job an experiment file describes (`search`: max_trials at min_budget, eta; with
+        `pruner: none`, one stage of max_trials trials to max_budget)."""
         search = experiment.search  # type: ignore[attr-defined]
         if search.max_budget is None:
             raise BashtError("search.max_budget: a plan needs a bounded job")
         job = cls(1, search.min_budget, search.max_budget, search.eta)
         trials = search.max_trials or search.eta ** (len(job.rungs) - 1)
+        if search.pruner == "none":  # every trial to max_budget: one stage
+            return cls(trials, search.max_budget, search.max_budget, search.eta)
         return cls(trials, search.min_budget, search.max_budget, search.eta)

@@ -42,29 +42,20 @@ class PlanResult:
     @property
     def saving(self) -> float:
         """The best static plan's cost over this plan's (2.0: half the cost)."""
-        return self.static_estimate.cost_usd / self.estimate.cost_usd
+        cost = self.estimate.cost_usd
+        return self.static_estimate.cost_usd / cost if cost > 0 else 1.0
 
 
 def _jct(estimate: Estimate, confidence: str) -> float:
     return estimate.jct_p95_s if confidence == "p95" else estimate.jct_s
 
 
-def levels(sim: Simulator, stage_index: int) -> list[int]:
-    """The fewest instances for each distinct layout of a stage, ascending."""
-    stage, seen, out = sim.stages[stage_index], set(), []
-    for m in range(1, sim.max_instances + 1):
-        layout = sim.layout(stage, m)
-        key = (layout.gpus_per_trial, layout.waves)
-        if key not in seen:
-            seen.add(key)
-            out.append(m)
-    return out
-
-
 def best_static(sim: Simulator, deadline_s: float, confidence: str = "p95") -> Plan | None:
     """The cheapest plan with one cluster size for the whole job that meets the deadline."""
     best: tuple[float, Plan] | None = None
-    for m in range(1, sim.max_instances + 1):
+    # A count that is no stage's breakpoint has every stage's layout of a smaller one: dearer.
+    counts = sorted({m for i in range(len(sim.stages)) for m in sim.levels(i)})
+    for m in counts:
         plan = (m,) * len(sim.stages)
         estimate = sim(plan)
         if _jct(estimate, confidence) <= deadline_s and (
@@ -79,7 +70,7 @@ def greedy(sim: Simulator, start: Plan, deadline_s: float, confidence: str = "p9
     while True:
         best: tuple[float, float, Plan] | None = None  # (M, -cost, plan)
         for i in range(len(plan)):
-            for m in levels(sim, i):
+            for m in sim.levels(i):
                 if m == plan[i]:
                     continue
                 move = (*plan[:i], m, *plan[i + 1 :])
@@ -136,11 +127,11 @@ def plan_job(
     sim = Simulator(job, profile, runs=runs, seed=seed, max_instances=cap)
     static = best_static(sim, deadline_s, confidence)
     if static is None:
-        fastest = min(_jct(sim((m,) * len(job.stages)), confidence) for m in range(1, cap + 1))
+        fastest = _jct(sim((cap,) * len(job.stages)), confidence)
         raise BashtError(
-            f"no plan of up to {cap} instances meets the deadline of {deadline_s:.0f} s: the "
-            f"fastest static plan takes {fastest:.0f} s ({confidence}); give a later deadline "
-            "or more instances"
+            f"no plan of up to {cap} instance{'s' if cap > 1 else ''} meets the deadline of "
+            f"{deadline_s:g} s: the largest static cluster takes {fastest:.0f} s ({confidence});"
+            " give a later deadline or more instances"
         )
     plan = greedy(sim, static, deadline_s, confidence)
     return PlanResult(

@@ -49,14 +49,19 @@ class Profile:
         if not self.epoch_s:
             raise BashtError("epoch_s: give the seconds per epoch at one GPU count at least")
         for gpus, samples in self.epoch_s.items():
-            if gpus < 1 or not samples or not all(s > 0 and math.isfinite(s) for s in samples):
-                raise BashtError(f"epoch_s.{gpus}: expected seconds > 0 at a GPU count >= 1")
-        if not self.startup_s or not all(s >= 0 and math.isfinite(s) for s in self.startup_s):
-            raise BashtError("startup_s: expected seconds >= 0")
-        if self.scaling is None and len(self.epoch_s) < 2 and max(self.epoch_s) < self.price.gpus:
+            if gpus < 1 or not samples or not all(0 < s < 1e9 for s in samples):
+                raise BashtError(
+                    f"epoch_s.{gpus}: expected seconds > 0 (and below 1e9) at a GPU count >= 1"
+                )
+        if not self.startup_s or not all(0 <= s < 1e9 for s in self.startup_s):
+            raise BashtError("startup_s: expected seconds >= 0 (and below 1e9)")
+        if self.scaling is not None and not (math.isfinite(self.scaling) and self.scaling > 0):
+            raise BashtError(f"scaling: expected b > 0 in t(k) = t(1)·k^-b, got {self.scaling!r}")
+        needed = {1 << i for i in range(self.price.gpus.bit_length())}  # 1, 2, 4 ... per trial
+        if self.scaling is None and len(self.epoch_s) < 2 and needed - set(self.epoch_s):
             raise BashtError(
-                "epoch_s: profiled at one GPU count only; give times at more counts, or `scaling`"
-                " (b in t(k) = t(1)·k^-b, 1 = perfect scaling)"
+                f"epoch_s: profiled at {_gpus(next(iter(self.epoch_s)))} only; give times at more "
+                "counts, or `scaling` (b in t(k) = t(1)·k^-b, 1 = perfect scaling)"
             )
 
     @property
@@ -128,10 +133,10 @@ def profile_from_dict(data: Any) -> Profile:
         raise BashtError("epoch_s: expected a mapping of GPU count to seconds per epoch")
     try:
         times = {int(k): tuple(float(s) for s in _listed(v)) for k, v in epoch_s.items()}
-        startup = tuple(float(s) for s in _listed(data.get("startup_s", [0.0])))
-        scaling = None if data.get("scaling") is None else float(data["scaling"])
-    except (TypeError, ValueError) as err:
-        raise BashtError(f"epoch_s, startup_s, scaling: expected numbers ({err})") from None
+    except (TypeError, ValueError):
+        raise BashtError("epoch_s: expected GPU counts with lists of seconds") from None
+    startup = tuple(_number(s, "startup_s") for s in _listed(data.get("startup_s", [0.0])))
+    scaling = None if data.get("scaling") is None else _number(data["scaling"], "scaling")
     return Profile(
         price=_instance(data["instance"]),
         epoch_s=times,
@@ -176,6 +181,33 @@ def profile_from_run(
     )
 
 
+def choose_profile(
+    path: Path | None,
+    run_id: str | None,
+    open_store: Any,
+    *,
+    instance: str | None = None,
+    scaling: float | None = None,
+    startup_s: float | None = None,
+) -> Profile:
+    """The profile `basht plan` was given: a file, or a stored run with the instance it ran on
+    (`open_store()` opens the store only then)."""
+    if (path is None) == (run_id is None):
+        raise BashtError("give --profile FILE or --from-run RUN (with --instance), one of them")
+    if path is not None:
+        given = [f"--{k}" for k, v in (("instance", instance), ("scaling", scaling),
+                                       ("startup", startup_s)) if v is not None]  # fmt: skip
+        if given:
+            raise BashtError(
+                f"{', '.join(given)}: only with --from-run (a profile file has its own)"
+            )
+        return load_profile(path)
+    if instance is None:
+        raise BashtError("--from-run: give --instance, the instance type the run measured")
+    startup = (120.0 if startup_s is None else startup_s,)
+    return profile_from_run(open_store(), run_id, instance, scaling=scaling, startup_s=startup)
+
+
 def _listed(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list | tuple) else [value]
 
@@ -189,21 +221,9 @@ def _instance(spec: Any) -> Price:
                 raise BashtError(f"instance: expected provider:instance, got {spec!r}")
             return lookup_price(provider, instance)
         if isinstance(spec, Mapping):
-            provider = spec.get("provider")
-            rule = BILLING_RULES.get(provider, PER_SECOND) if provider else PER_SECOND
-            return Price(
-                usd_per_hour=float(spec["usd_per_hour"]),
-                vcpus=int(spec.get("vcpus", 1)),
-                gpus=int(spec.get("gpus", 0)),
-                rule=rule,
-                provider=provider,
-                instance=spec.get("name"),
-                source="profile file",
-            )
+            return _instance_from_mapping(spec)
     except PriceError as err:
         raise BashtError(f"instance: {str(err).removeprefix('price: ')}") from None
-    except KeyError as err:
-        raise BashtError(f"instance.{err.args[0]}: missing required key") from None
     raise BashtError(f"instance: expected provider:instance or a mapping, got {spec!r}")
 
 
@@ -219,3 +239,56 @@ def parse_duration(text: str) -> float:
         raise BashtError(f"deadline {text!r}: expected seconds or a time like 90m or 1h30m")
     parts = {k: float(v) for k, v in match.groupdict().items() if v}
     return parts.get("h", 0.0) * 3600 + parts.get("m", 0.0) * 60 + parts.get("s", 0.0)
+
+
+_INSTANCE_KEYS = ("usd_per_hour", "gpus", "provider", "name", "vcpus")
+
+
+def _instance_from_mapping(spec: Mapping[str, Any]) -> Price:
+    unknown = sorted(set(spec) - set(_INSTANCE_KEYS))
+    if unknown:
+        raise BashtError(
+            f"instance.{unknown[0]}: unknown key (expected one of: {', '.join(_INSTANCE_KEYS)})"
+        )
+    for key in ("usd_per_hour", "gpus"):
+        if key not in spec:
+            raise BashtError(f"instance.{key}: missing required key")
+    provider = spec.get("provider")
+    if provider is not None and provider not in BILLING_RULES:
+        raise BashtError(
+            f"instance.provider: {provider!r} is not one of {', '.join(BILLING_RULES)} "
+            "(leave it out to bill per second)"
+        )
+    usd = _number(spec["usd_per_hour"], "instance.usd_per_hour")
+    if not usd > 0:
+        raise BashtError(f"instance.usd_per_hour: expected a price > 0, got {usd:g}")
+    return Price(
+        usd_per_hour=usd,
+        vcpus=_count(spec.get("vcpus", 1), "instance.vcpus"),
+        gpus=_count(spec["gpus"], "instance.gpus"),
+        rule=BILLING_RULES.get(provider, PER_SECOND) if provider else PER_SECOND,
+        provider=provider,
+        instance=str(spec["name"]) if spec.get("name") else None,
+        source="profile file",
+    )
+
+
+def _number(value: Any, key: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise BashtError(f"{key}: expected a number, got {value!r}") from None
+    if isinstance(value, bool) or not math.isfinite(number):
+        raise BashtError(f"{key}: expected a number, got {value!r}")
+    return number
+
+
+def _count(value: Any, key: str) -> int:
+    number = _number(value, key)
+    if number != int(number) or number < 1:
+        raise BashtError(f"{key}: expected a whole number >= 1, got {value!r}")
+    return int(number)
+
+
+def _gpus(count: int) -> str:
+    return f"{count} GPU" if count == 1 else f"{count} GPUs"

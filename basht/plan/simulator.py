@@ -62,11 +62,26 @@ class Simulator:
         self.job, self.profile, self.runs = job, profile, runs
         self.stages = job.stages
         self.max_instances = max_instances
-        rng = np.random.default_rng(seed)
-        self._u_train = [rng.random((runs, stage.trials)) for stage in self.stages]
-        self._u_start = rng.random((runs, len(self.stages), max_instances))
+        train, start = np.random.default_rng([seed, 0]), np.random.default_rng([seed, 1])
+        self._u_train = [train.random((runs, stage.trials)) for stage in self.stages]
+        # Instance j's start-up draws come first for j, so they do not depend on max_instances.
+        self._u_start = start.random((max_instances, len(self.stages), runs)).transpose(2, 1, 0)
         self._cache: dict[Plan, Estimate] = {}
+        self._levels: dict[int, list[int]] = {}
         self.calls = 0
+
+    def levels(self, stage_index: int) -> list[int]:
+        """The fewest instances for each distinct layout of a stage (GPUs per trial, waves),
+        ascending: more instances with the same layout cost more for (almost) nothing."""
+        if stage_index not in self._levels:
+            stage, seen, out = self.stages[stage_index], set(), []
+            for m in range(1, self.max_instances + 1):
+                layout = self.layout(stage, m)
+                if (layout.gpus_per_trial, layout.waves) not in seen:
+                    seen.add((layout.gpus_per_trial, layout.waves))
+                    out.append(m)
+            self._levels[stage_index] = out
+        return self._levels[stage_index]
 
     def layout(self, stage: Stage, instances: int) -> Layout:
         per_instance = self.profile.gpus_per_instance

@@ -16,9 +16,10 @@ def _minutes(seconds: float) -> str:
 
 
 def plan_tables(result: PlanResult, job: ShaJob, profile: Profile) -> Group:
-    instance = profile.price.instance or "instance"
+    name = profile.price.instance
+    kind = f"{name} instances" if name and name != "instance" else "instances"
     stages = Table(
-        title=f"plan: instances of {instance} ({profile.gpus_per_instance} GPUs each) per stage",
+        title=f"plan: {kind} ({profile.gpus_per_instance} GPUs each) per stage",
         title_justify="left",
         caption=f"profile: {profile.source or 'no source given'}",
         caption_justify="left",
@@ -52,6 +53,31 @@ def plan_tables(result: PlanResult, job: ShaJob, profile: Profile) -> Group:
             f"{estimate.cost_p95_usd:.2f}",
         )
     return Group(stages, versus)
+
+
+def job_note(job: ShaJob, pruner: str) -> str | None:
+    """Why the plan's job may differ from what `basht run` of the same file would run."""
+    one_bracket = job.trials == job.eta ** (len(job.rungs) - 1)
+    if pruner == "none":
+        return (
+            f"note: planned as {job.trials} trials each trained to {job.max_budget} (pruner none)"
+        )
+    if pruner == "sha" and one_bracket:
+        return None
+    return (
+        f"note: planned as one synchronous SHA bracket of {job.trials} configurations over rungs "
+        f"{', '.join(map(str, job.rungs))} (the file's pruner is {pruner})"
+    )
+
+
+def plan_summary(result: PlanResult) -> str:
+    plans = f"{result.simulations} plan{'s' if result.simulations != 1 else ''} simulated"
+    if result.plan == result.static:
+        return f"the best static cluster is the cheapest plan found; {plans}"
+    return (
+        f"the plan costs {1 - 1 / result.saving:.0%} less than the best static cluster "
+        f"(that one costs {result.saving:.2f}x as much); {plans}"
+    )
 
 
 def plan_json(result: PlanResult, job: ShaJob, profile: Profile) -> dict[str, Any]:

@@ -89,7 +89,7 @@ def test_a_gpu_count_not_profiled_is_scaled_by_the_fitted_exponent():
     profile = profile_from_dict({**_tail(), "epoch_s": {1: [60.0], 2: [30.0]}})
     assert profile.exponent == pytest.approx(1.0)
     assert profile.epoch_quantile(4, np.array([0.5]))[0] == pytest.approx(15.0)
-    with pytest.raises(BashtError, match="one GPU count only"):
+    with pytest.raises(BashtError, match="profiled at 1 GPU only"):
         profile_from_dict({**_tail(), "epoch_s": {1: [60.0]}})
     assert profile_from_dict({**_tail(), "epoch_s": {1: [60.0]}, "scaling": 0.5}).exponent == 0.5
 
@@ -129,12 +129,20 @@ def test_deadlines_read_as_people_write_them(text, seconds):
         ({**_tail(), "instance": "aws:nope"}, "instance: "),
         ({**_tail(), "instance": "p3"}, "instance: expected provider:instance"),
         ({**_tail(), "epoch_s": {1: [-1.0]}}, "epoch_s.1: expected seconds > 0"),
-        ({**_tail(), "instance": {"usd_per_hour": 1.0}}, "needs GPU instances"),
+        ({**_tail(), "instance": {"usd_per_hour": 1.0}}, "instance.gpus: missing required key"),
+        ({**_tail(), "instance": {"usd_per_hour": 1.0, "gpu": 4}}, "instance.gpu: unknown key"),
+        ({**_tail(), "instance": {"usd_per_hour": "cheap", "gpus": 4}}, "expected a number"),
+        ({**_tail(), "instance": {"usd_per_hour": 0, "gpus": 4}}, "expected a price > 0"),
+        ({**_tail(), "instance": {"usd_per_hour": 1, "gpus": 2.9}}, "instance.gpus: expected a"),
+        ({**_tail(), "instance": {"usd_per_hour": 1, "gpus": 4, "provider": "x"}}, "provider"),
+        ({**_tail(), "epoch_s": {4: [20.0]}}, "epoch_s: profiled at 4 GPUs only"),
+        ({**_tail(), "scaling": float("nan")}, "scaling: expected a number"),
+        ({**_tail(), "scaling": -2}, "scaling: expected b > 0"),
     ],
 )
 def test_a_bad_profile_is_one_line_naming_the_key(tmp_path, profile, named):
     path = tmp_path / "profile.yaml"
-    path.write_text(json.dumps(profile))
+    path.write_text(yaml.safe_dump(profile))
     with pytest.raises(BashtError) as err:
         load_profile(path)
     assert str(err.value).startswith(f"{path}: ") and named in str(err.value)
@@ -196,3 +204,27 @@ def test_a_profile_from_a_stored_run_holds_every_epoch_it_trained(tmp_path):
     )  # fmt: skip
     assert planned.returncode == 0, planned.stderr
     assert f"profile: run {stored.id}" in planned.stdout
+
+
+def test_a_plans_estimate_does_not_depend_on_how_many_instances_may_be_used():
+    job, profile = ShaJob(27, 1, 27, 3), profile_from_dict(_tail())
+    few = Simulator(job, profile, runs=50, max_instances=3)
+    many = Simulator(job, profile, runs=50, max_instances=30)
+    assert few((3, 2, 1, 1)) == many((3, 2, 1, 1))
+
+
+def test_pruner_none_is_one_stage_and_a_profile_file_takes_no_run_options(tmp_path):
+    from basht.experiment import load_experiment
+    from basht.plan.profile import choose_profile
+
+    spec = yaml.safe_load((ROOT / "examples" / "plan" / "sha-81.yaml").read_text())
+    spec["search"]["pruner"] = "none"
+    path = tmp_path / "none.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    job = ShaJob.from_experiment(load_experiment(path))
+    assert [(s.trials, s.epochs) for s in job.stages] == [(81, 81)]
+    example = ROOT / "examples" / "plan" / "p3-profile.yaml"
+    with pytest.raises(BashtError, match="--scaling: only with --from-run"):
+        choose_profile(example, None, lambda: None, scaling=0.5)
+    with pytest.raises(BashtError, match="one of them"):
+        choose_profile(None, None, lambda: None)
