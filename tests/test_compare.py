@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -185,3 +186,134 @@ def test_systems_and_repeats_are_checked_before_anything_runs(spec, tmp_path):
     with pytest.raises(BashtError, match="--repeat: must be at least 1"):
         run_comparison(Experiment.from_dict(spec), ["native"], repeat=0, results_root=tmp_path)
     assert not list(tmp_path.iterdir())
+
+
+@dataclass
+class SleepComparison:
+    cwd: Path
+    proc: subprocess.CompletedProcess[str]
+    folder: Path
+
+
+_SLEEP: dict[str, SleepComparison] = {}
+
+
+@pytest.fixture
+def unreached(tmp_path_factory: pytest.TempPathFactory) -> SleepComparison:
+    """One quick `basht compare` (native, sleep) whose target is never reached, with the store
+    named relative to the folder it ran in, as examples/ name it."""
+    if "it" not in _SLEEP:
+        cwd = tmp_path_factory.mktemp("unreached")
+        spec: dict[str, Any] = copy.deepcopy(BASE)
+        spec["name"] = "far"
+        spec["workload"]["params"] = {"epoch_s": 0.01}
+        spec["search"].update(max_budget=2, max_trials=3)
+        spec["store"] = "sqlite:///basht.db"
+        (cwd / "far.yaml").write_text(yaml.safe_dump(spec))
+        proc = basht("compare", "far.yaml", "--systems", "native", "--target", "5", "-q", cwd=cwd)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        (folder,) = (cwd / "results").glob("compare-*")
+        _SLEEP["it"] = SleepComparison(cwd, proc, folder)
+    return _SLEEP["it"]
+
+
+def test_a_target_never_reached_is_a_row_that_says_so(unreached):
+    label = "time to accuracy ≥ 5 (s)"
+    (line,) = [x for x in unreached.proc.stdout.splitlines() if label in x]
+    assert "not reached" in line
+    shown = basht("report", unreached.folder.name, "--json", cwd=unreached.cwd)
+    assert shown.returncode == 0, shown.stderr
+    row = next(r for r in json.loads(shown.stdout)["rows"] if r["label"] == label)
+    assert row["cells"] == {"native": "not reached"} and row["values"] == {"native": []}
+
+
+def test_time_to_target_says_how_many_seeds_reached_it(monkeypatch):
+    import basht.report.compare as compare
+
+    reached = {"a0": 2.0, "a1": None, "a2": 4.0, "b0": None, "b1": None, "c0": 1.0}
+    monkeypatch.setattr(compare, "time_to_target", lambda store, run, *_: reached[run])
+    runs = {
+        "a": [{"run_id": r} for r in ("a0", "a1", "a2")],
+        "b": [{"run_id": r} for r in ("b0", "b1")],
+        "c": [{"run_id": "c0"}],
+        "d": [],  # no run got as far as the store
+    }
+    row = compare._time_to_target(None, 0.9, "accuracy", "max", runs)  # type: ignore[arg-type]
+    assert row.label == "time to accuracy ≥ 0.9 (s)"
+    assert [row.cell(s) for s in "abcd"] == ["3 (2–4), 2/3 reached", "not reached", "1", "-"]
+    assert row.values["a"] == [2.0, 4.0] and row.median("a") == 3.0
+
+
+@pytest.mark.parametrize("target", ["nan", "inf", "-inf"])
+def test_a_target_that_is_not_a_finite_number_is_one_line(spec, write_spec, tmp_path, target):
+    path = write_spec(spec)
+    proc = basht("compare", str(path), "--systems", "native", f"--target={target}", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout
+    assert proc.stderr.strip().splitlines() == [
+        f"error: --target: must be a finite number, got {float(target)}"
+    ]
+    assert not (tmp_path / "results").exists() and not (tmp_path / "basht.db").exists()
+
+
+def test_the_comparison_keeps_its_sqlite_store_by_absolute_path(unreached, tmp_path):
+    """Reported from another folder with --results, a relative `sqlite:///basht.db` would miss."""
+    data = json.loads((unreached.folder / "comparison.json").read_text())
+    assert data["store"] == f"sqlite:///{(unreached.cwd / 'basht.db').resolve()}"
+    results = str(unreached.cwd / "results")
+    shown = basht("report", unreached.folder.name, "--results", results, "--json", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["comparison"]["id"] == unreached.folder.name
+
+    # A comparison saved before, with the URL as given, is still read: from the folder it ran
+    # in, and from elsewhere (its store beside the results folder).
+    old = tmp_path / "old" / "results"
+    shutil.copytree(unreached.folder, old / unreached.folder.name)
+    saved = old / unreached.folder.name / "comparison.json"
+    saved.write_text(json.dumps({**data, "store": "sqlite:///basht.db"}))
+    shutil.copy(unreached.cwd / "basht.db", tmp_path / "old" / "basht.db")
+    for cwd in (tmp_path / "old", tmp_path):
+        shown = basht("report", unreached.folder.name, "--results", str(old), cwd=cwd)
+        assert shown.returncode == 0, shown.stderr
+        assert "time to accuracy ≥ 5 (s)" in shown.stdout
+    assert load_comparison(saved).store == f"sqlite:///{(tmp_path / 'old' / 'basht.db').resolve()}"
+
+
+def test_other_store_urls_are_kept_as_given():
+    from basht.report.comparison import absolute_store_url
+
+    for url in (
+        "postgresql+psycopg://user:secret@db:5432/basht",
+        "sqlite://",
+        "sqlite:///:memory:",
+        "sqlite:////already/absolute.db",
+    ):
+        assert absolute_store_url(url) == url
+    assert absolute_store_url("sqlite:///x/b.db?timeout=5") == (
+        f"sqlite:///{Path('x/b.db').resolve()}?timeout=5"
+    )
+
+
+def test_an_ambiguous_comparison_prefix_names_the_comparisons(unreached, tmp_path):
+    results = tmp_path / "results"
+    ids = [f"compare-far-{i}" for i in range(7)]
+    for ident in ids:
+        shutil.copytree(unreached.folder, results / ident)
+    proc = basht("report", "compare-far-", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"error: 7 comparisons matching 'compare-far-' in results/: {', '.join(ids[:5])} and 2 "
+        "more; give more of the id"
+    ]
+    two = basht("report", "compare-far-", "--results", str(results / "none"), cwd=tmp_path)
+    assert "no comparison matching 'compare-far-'" in two.stderr
+    shutil.rmtree(results / ids[6])
+    shutil.rmtree(results / ids[5])
+    shutil.rmtree(results / ids[4])
+    three = basht("report", "compare-far-", cwd=tmp_path)
+    assert three.stderr.strip() == (
+        f"error: 4 comparisons matching 'compare-far-' in results/: {', '.join(ids[:4])}; "
+        "give more of the id"
+    )
+    # An exact id wins over the ids it is a prefix of.
+    shutil.copytree(unreached.folder, results / "compare-far-1x")
+    assert basht("report", "compare-far-1", "--json", cwd=tmp_path).returncode == 0

@@ -7,6 +7,7 @@ from typing import Any
 
 from basht.energy.monitor import UNMEASURED, Account, AccountKey, EnergyMonitor, summed
 from basht.energy.node import open_node_sources, slot_devices
+from basht.errors import ExperimentError
 from basht.experiment import Experiment
 from basht.store import Store
 
@@ -73,24 +74,39 @@ def _previous_accounts(store: Store, run_id: str) -> dict[AccountKey, Account]:
 
 
 def start_exporter(ctx: Any, port: int) -> Any:
-    """Live metrics on 127.0.0.1:`port` for the length of the run."""
+    """Live metrics on 127.0.0.1:`port` for the length of the run.
+
+    The URL (with the port chosen when `port` is 0) is kept in the run's `measurement` and told
+    to the run's `on_update` when that is an object with a `metrics_served(url)` method (as the
+    CLI's progress display is); a plain callable only ever gets TunerStatus snapshots.
+    """
     from basht.energy.carbon import intensity_from_spec
     from basht.energy.pricing import price_from_spec
-    from basht.report.exporter import LiveExporter
+    from basht.report.exporter import HOST, LiveExporter
 
     measure = ctx.experiment.measure
-    exporter = LiveExporter(
-        ctx.monitor,
-        port=port,
-        usd_per_hour=price_from_spec(measure.price).usd_per_hour,
-        intensity=intensity_from_spec(measure.carbon),
-    )
+    try:
+        exporter = LiveExporter(
+            ctx.monitor,
+            port=port,
+            host=HOST,
+            usd_per_hour=price_from_spec(measure.price).usd_per_hour,
+            intensity=intensity_from_spec(measure.carbon),
+        )
+    except OSError as err:  # taken since preflight looked, or a resumed run's port is taken
+        raise ExperimentError(
+            f"{ctx.experiment.source}: measure.prometheus_port: cannot serve live metrics on "
+            f"{HOST}:{port} ({err.strerror or err}); pick another port, or 0 for a free one"
+        ) from None
     ctx.store.update_run(
         ctx.run_id,
         measurement={
             **(ctx.store.get_run(ctx.run_id).measurement or {}),
-            "prometheus": f"http://{exporter.host}:{exporter.port}/metrics",
+            "prometheus": exporter.url,
         },
     )
-    log.info("live metrics on http://%s:%d/metrics", exporter.host, exporter.port)
+    log.info("live metrics on %s", exporter.url)
+    announce = getattr(ctx.on_update, "metrics_served", None)
+    if callable(announce):
+        announce(exporter.url)
     return exporter

@@ -8,13 +8,16 @@ resolves them (the same functions), so a file that passes does not fail for thes
 - the space's keys and values pass the workload's `check_config` hook (see
   `basht.workloads.base.Workload`); workloads without the hook are not checked;
 - `measure.carbon` and `measure.price` resolve (no network: a live carbon source is only set up);
-- `store` is a SQLAlchemy URL whose dialect and driver are installed.
+- `store` is a SQLAlchemy URL whose dialect and driver are installed;
+- a fixed `measure.prometheus_port` can be bound on the host the exporter serves on (bound and
+  closed at once; 0, a free port, needs no check).
 
 Every problem is one ExperimentError line `<file>: <key.path>: <what was wrong>`.
 """
 
 from __future__ import annotations
 
+import errno
 import inspect
 import math
 import re
@@ -45,6 +48,7 @@ def preflight(experiment: Experiment, source: str | None = None) -> None:
     _check_carbon(experiment, where)
     _check_price(experiment, where)
     _check_store(experiment.store, where)
+    _check_prometheus_port(experiment.measure.prometheus_port, where)
 
 
 def _one_line(err: BaseException) -> str:
@@ -195,4 +199,30 @@ def _check_store(url: str, where: str) -> None:
     except ImportError as err:
         raise ExperimentError(
             f"{where}: store: the database driver for {url!r} is not installed ({_one_line(err)})"
+        ) from None
+
+
+def _check_prometheus_port(port: int | None, where: str) -> None:
+    """Bind the port as the live exporter will (same host, SO_REUSEADDR as its HTTP server sets)
+    and close it again, so a taken port fails here rather than a stored run."""
+    if not port:  # None: no exporter; 0: the system picks a free port
+        return
+    import socket
+
+    from basht.report.exporter import HOST
+
+    family, _, _, _, address = socket.getaddrinfo(
+        HOST, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as err:
+        if err.errno == errno.EADDRINUSE:
+            what = f"port {port} on {HOST} is already in use"
+        else:  # e.g. a port below 1024 without the right to bind it
+            what = f"cannot bind port {port} on {HOST} ({err.strerror or err})"
+        raise ExperimentError(
+            f"{where}: measure.prometheus_port: {what}; pick another, or 0 for a free one"
         ) from None

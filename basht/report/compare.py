@@ -94,12 +94,7 @@ def compare_rows(store: Store, comparison: Comparison) -> list[Row]:
     for name in tests:
         add(f"test {name}", "result", lambda s, n=name: s["test_metrics"].get(n))
     if comparison.target is not None:
-        target = comparison.target
-        add(
-            f"time to {metric} {'≥' if mode == 'max' else '≤'} {target:g} (s)",
-            "result",
-            lambda s: time_to_target(store, s["run_id"], target, mode),
-        )
+        rows.append(_time_to_target(store, comparison.target, metric, mode, by_system))
 
     states = sorted({k for runs in by_system.values() for s in runs for k in s["trial_counts"]})
     add("trials", "trials", lambda s: float(sum(s["trial_counts"].values())))
@@ -121,6 +116,28 @@ def compare_rows(store: Store, comparison: Comparison) -> list[Row]:
         )
         add(f"{name} ({unit})" if unit else name, "metrics", lambda s, n=name: _metric(s, n))
     return rows
+
+
+def _time_to_target(
+    store: Store,
+    target: float,
+    metric: str,
+    mode: str,
+    by_system: dict[str, list[dict[str, Any]]],
+) -> Row:
+    """Always shown when there is a target: a run that never got there says "not reached" (and
+    with several seeds, how many did), rather than the row going missing."""
+    row = Row(f"time to {metric} {'≥' if mode == 'max' else '≤'} {target:g} (s)", section="result")
+    for system, runs in by_system.items():
+        times = [time_to_target(store, s["run_id"], target, mode) for s in runs]
+        row.values[system] = [t for t in times if t is not None]
+        if not runs:
+            continue  # no run got as far as the store: "-", as in every other row
+        if not row.values[system]:
+            row.text[system] = "not reached"
+        elif len(row.values[system]) < len(runs):
+            row.text[system] = f"{row.cell(system)}, {len(row.values[system])}/{len(runs)} reached"
+    return row
 
 
 def _phase(summary: dict[str, Any], name: str) -> float | None:

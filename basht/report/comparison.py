@@ -1,7 +1,8 @@
 """A comparison: which runs of one experiment, on which systems and seeds, belong together.
 
 Kept as `results/compare-<id>/comparison.json` beside the runs' own folders; the runs themselves
-are in the store, so the comparison can be reported (`basht report compare-<id>`) at any time.
+are in the store, so the comparison can be reported (`basht report compare-<id>`) at any time, from
+any folder: a SQLite store is kept by its absolute path.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from basht.errors import BashtError
 
 PREFIX = "compare-"
 FILENAME = "comparison.json"
+#: How many ids an ambiguous prefix's error names before "and N more".
+_SHOWN = 5
 
 
 @dataclass
@@ -53,7 +56,16 @@ class Comparison:
         now = datetime.now(UTC)
         ident = f"{PREFIX}{experiment}-{now:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
         folder = (Path(results_root) / ident).resolve()
-        return cls(ident, experiment, systems, seeds, store, target, str(folder), now.isoformat())
+        return cls(
+            ident,
+            experiment,
+            systems,
+            seeds,
+            absolute_store_url(store),
+            target,
+            str(folder),
+            now.isoformat(),
+        )
 
     def pairs(self) -> list[tuple[str, str]]:
         """(system, run id) of every run that got as far as the store, in run order."""
@@ -76,17 +88,75 @@ def load_comparison(ref: str | Path, results_root: Path | str = "results") -> Co
         path = path / FILENAME
     if not path.is_file():
         root = Path(results_root)
-        found = sorted(root.glob(f"{ref}*/{FILENAME}")) if root.is_dir() else []
+        exact = root / str(ref) / FILENAME
+        if exact.is_file():
+            found = [exact]
+        else:
+            found = sorted(root.glob(f"{ref}*/{FILENAME}")) if root.is_dir() else []
         if len(found) != 1:
-            what = "no comparison" if not found else f"{len(found)} comparisons"
-            raise BashtError(f"{what} matching {str(ref)!r} in {root}/")
+            raise BashtError(_no_single_match(str(ref), root, [p.parent.name for p in found]))
         path = found[0]
     try:
         data: dict[str, Any] = json.loads(path.read_text())
         runs = [ComparedRun(**r) for r in data.pop("runs", [])]
-        return Comparison(**data, runs=runs)
+        comparison = Comparison(**data, runs=runs)
     except (OSError, ValueError, TypeError) as err:
         raise BashtError(f"{path}: not a Basht comparison ({err})") from None
+    comparison.store = _old_relative_store(comparison.store, path.resolve().parent)
+    return comparison
+
+
+def _no_single_match(ref: str, root: Path, ids: list[str]) -> str:
+    if not ids:
+        return f"no comparison matching {ref!r} in {root}/"
+    shown = ", ".join(ids[:_SHOWN])
+    more = f" and {len(ids) - _SHOWN} more" if len(ids) > _SHOWN else ""
+    return f"{len(ids)} comparisons matching {ref!r} in {root}/: {shown}{more}; give more of the id"
+
+
+def _sqlite_file(url: str) -> Any:
+    """The parsed URL when it names a SQLite file by a relative path, else None."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        return None
+    database = parsed.database
+    if (
+        not parsed.drivername.startswith("sqlite")
+        or not database
+        or database == ":memory:"
+        or database.startswith("file:")  # a URI filename (uri=true): left as given
+        or Path(database).is_absolute()
+    ):
+        return None
+    return parsed
+
+
+def absolute_store_url(url: str) -> str:
+    """A SQLite URL with a relative path made absolute (from the current folder), so the
+    comparison finds its runs from any folder; any other URL exactly as given."""
+    parsed = _sqlite_file(url)
+    if parsed is None:
+        return url
+    return parsed.set(database=str(Path(parsed.database).resolve())).render_as_string(
+        hide_password=False
+    )
+
+
+def _old_relative_store(url: str, folder: Path) -> str:
+    """A comparison saved before stores were kept absolute: its relative SQLite file is where it
+    was (the current folder), or else beside the results folder that holds `folder`, the
+    comparison's own (where `basht compare` ran, with the default --results)."""
+    parsed = _sqlite_file(url)
+    if parsed is None or Path(parsed.database).exists():
+        return url
+    beside = folder.parent.parent / parsed.database
+    if not beside.is_file():
+        return url
+    return parsed.set(database=str(beside.resolve())).render_as_string(hide_password=False)
 
 
 def is_comparison_ref(ref: str) -> bool:

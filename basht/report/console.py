@@ -45,6 +45,8 @@ def result_tables(summary: dict[str, Any]) -> Group:
         "trials", ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "none"
     )
     head.add_row("results", summary["results_dir"])
+    if live := (summary.get("measurement") or {}).get("prometheus"):
+        head.add_row("live metrics", live)
 
     phases = Table(title="phases", title_justify="left")
     phases.add_column("phase")

@@ -17,6 +17,9 @@ from prometheus_client.registry import Collector
 
 from basht.energy.monitor import IDLE_KINDS, UNMEASURED
 
+#: Where a run serves /metrics; preflight checks a fixed `measure.prometheus_port` on it.
+HOST = "127.0.0.1"
+
 
 class _MonitorCollector(Collector):
     def __init__(self, monitor: Any, usd_per_hour: float, intensity: Any, started: float):
@@ -64,14 +67,14 @@ class _MonitorCollector(Collector):
 
 
 class LiveExporter:
-    """Serves /metrics on `host:port` (127.0.0.1 unless told otherwise; port 0 picks a free one)."""
+    """Serves /metrics on `host:port` (HOST unless told otherwise; port 0 picks a free one)."""
 
     def __init__(
         self,
         monitor: Any,
         *,
         port: int,
-        host: str = "127.0.0.1",
+        host: str = HOST,
         usd_per_hour: float = 0.0,
         intensity: Any = None,
     ):
@@ -91,6 +94,11 @@ class LiveExporter:
         )
         self.server, self._thread = start_http_server(port, addr=host, registry=self.registry)
         self.host, self.port = host, self.server.server_port
+
+    @property
+    def url(self) -> str:
+        """Where Prometheus scrapes this run (the port chosen, also when 0 was asked for)."""
+        return f"http://{self.host}:{self.port}/metrics"
 
     def trial_ended(self, state: str, duration_s: float | None = None) -> None:
         self.trials.labels(state=state).inc()

@@ -10,8 +10,17 @@ from rich.live import Live
 from rich.text import Text
 
 
+def print_metrics_url(console: Console, url: str) -> None:
+    """The line that says where a run serves its live metrics (`measure.prometheus_port`)."""
+    console.print(f"metrics: {url}", highlight=False, soft_wrap=True)
+
+
 class LiveProgress:
-    """A one-line rich display refreshed at most `refresh_per_s` times a second."""
+    """A one-line rich display refreshed at most `refresh_per_s` times a second.
+
+    Pass the object itself as a run's `on_update`: it is called with each TunerStatus, and its
+    `metrics_served` prints where the live metrics are as soon as the exporter serves them.
+    """
 
     def __init__(self, console: Console | None = None, refresh_per_s: float = 4.0):
         self.console = console or Console()
@@ -51,6 +60,11 @@ class LiveProgress:
         self._status = status
         self._render()
 
+    __call__ = on_update
+
+    def metrics_served(self, url: str) -> None:
+        print_metrics_url(self.console, url)  # above the live line, as the phase lines are
+
     def _render(self, force: bool = False) -> None:
         now = time.monotonic()
         if not force and now - self._last < self._min_gap:
@@ -68,3 +82,16 @@ class LiveProgress:
             text.append(f"best {best}  ", style="green")
             text.append(f"elapsed {s.elapsed_s:6.1f} s")
         self.live.update(text)
+
+
+class QuietProgress:
+    """`--quiet`: no live display; only where the live metrics are, which nothing else says."""
+
+    def __init__(self, console: Console | None = None):
+        self.console = console or Console()
+
+    def __call__(self, status: Any) -> None:
+        pass
+
+    def metrics_served(self, url: str) -> None:
+        print_metrics_url(self.console, url)

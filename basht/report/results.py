@@ -27,6 +27,8 @@ def build_summary(store: Store, run_id: str) -> dict[str, Any]:
         "started_at": run.started_at.isoformat() if run.started_at else None,
         "ended_at": run.ended_at.isoformat() if run.ended_at else None,
         "results_dir": run.results_dir,
+        # How it was measured: energy and carbon sources, sample interval, live metrics URL.
+        "measurement": run.measurement or {},
         "space_size": experiment.spec.get("space_size"),
         "best": {
             "trial": run.best_trial,

@@ -220,10 +220,17 @@ class Store:
             row = s.get(RunRow, run_id)
             if row is None:
                 # Accept a unique prefix, as git does for commits.
-                rows = s.scalars(select(RunRow).where(RunRow.id.startswith(run_id))).all()
-                if len(rows) != 1:
-                    found = "no run" if not rows else f"{len(rows)} runs"
-                    raise StoreError(f"{found} matching {run_id!r} in {self.url}")
+                query = select(RunRow).where(RunRow.id.startswith(run_id, autoescape=True))
+                rows = s.scalars(query.order_by(RunRow.started_at.desc())).all()
+                if not rows:
+                    raise StoreError(f"no run matching {run_id!r} in {self.url}")
+                if len(rows) > 1:
+                    ids = ", ".join(r.id for r in rows[:5])
+                    more = f" and {len(rows) - 5} more" if len(rows) > 5 else ""
+                    raise StoreError(
+                        f"{len(rows)} runs matching {run_id!r} in {self.url}: {ids}{more}; "
+                        "give more of the id"
+                    )
                 row = rows[0]
             return row
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+import socket
 import time
 
 import pytest
@@ -102,3 +105,126 @@ def test_an_unmeasured_trial_adds_no_energy_series():
     families = {f.name: f for f in _MonitorCollector(monitor, 0.0, None, time.time()).collect()}
     components = {s.labels["component"] for s in families["basht_energy_joules"].samples}
     assert components == {"cpu"}
+
+
+def _sleep_spec(spec, port: int) -> dict:
+    spec["workload"]["params"] = {"epoch_s": 0.01}
+    spec["search"].update(max_budget=2, max_trials=3)
+    spec["measure"] = {"prometheus_port": port, "energy": "estimate"}
+    return spec
+
+
+def test_a_port_picked_by_0_is_said_as_soon_as_the_exporter_serves_it(spec, write_spec, tmp_path):
+    """`basht run` prints `metrics: URL` before the first phase line (and with -q too); the
+    store keeps the same URL with the run's measurement settings."""
+    from tests.test_compare import basht
+
+    path = write_spec(_sleep_spec(spec, 0))
+    proc = basht("run", str(path), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    (line,) = [x for x in lines if x.startswith("metrics: ")]
+    assert lines.index(line) < next(i for i, x in enumerate(lines) if x.startswith("phase deploy"))
+    url = line.removeprefix("metrics: ")
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/metrics", url) and not url.endswith(":0/metrics")
+    store = Store(spec["store"])
+    (run,) = store.list_runs()
+    assert run.measurement["prometheus"] == url
+
+    quiet = basht("run", "-q", str(path), cwd=tmp_path)
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stdout.splitlines()[0].startswith("metrics: http://127.0.0.1:")
+
+
+def test_an_on_update_object_is_told_the_url_while_it_serves(spec, tmp_path):
+    """From Python: an on_update with `metrics_served(url)` is told the URL, which serves then;
+    a plain callable gets TunerStatus snapshots alone."""
+    from urllib.request import urlopen
+
+    served: list[tuple[str, bytes]] = []
+    statuses: list[object] = []
+
+    class Watch:
+        def __call__(self, status):
+            statuses.append(status)
+
+        def metrics_served(self, url):
+            with urlopen(url, timeout=5) as response:
+                served.append((url, response.read()))
+
+    experiment = Experiment.from_dict(_sleep_spec(spec, 0))
+    result = run_benchmark(experiment, results_root=tmp_path / "results", on_update=Watch())
+    assert result.status == "completed"
+    ((url, body),) = served
+    assert b"basht_energy_joules_total" in body
+    assert Store(spec["store"]).get_run(result.run_id).measurement["prometheus"] == url
+    assert statuses and all(hasattr(s, "counts") for s in statuses)
+
+    plain: list[object] = []
+    result = run_benchmark(experiment, results_root=tmp_path / "results", on_update=plain.append)
+    assert result.status == "completed" and all(hasattr(s, "counts") for s in plain)
+
+
+def test_a_taken_port_is_one_line_naming_key_and_port_before_anything_is_stored(
+    spec, write_spec, tmp_path
+):
+    from tests.test_compare import basht
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        path = write_spec(_sleep_spec(spec, port))
+        for command in ("validate", "run"):
+            proc = basht(command, str(path), cwd=tmp_path)
+            assert proc.returncode == 2, (command, proc.stdout, proc.stderr)
+            assert proc.stderr.strip().splitlines() == [
+                f"error: {path}: measure.prometheus_port: port {port} on 127.0.0.1 is already "
+                "in use; pick another, or 0 for a free one"
+            ]
+        assert not (tmp_path / "basht.db").exists() and not (tmp_path / "results").exists()
+    # Free again: the same file validates (the check binds and lets go at once); 0 needs none.
+    assert basht("validate", str(path), cwd=tmp_path).returncode == 0
+    assert basht("validate", str(write_spec(_sleep_spec(spec, 0))), cwd=tmp_path).returncode == 0
+
+
+def test_a_port_taken_after_preflight_still_names_the_key_and_port(spec):
+    """The exporter's own bind (a port taken since preflight, or a resumed run's) says the same."""
+    from types import SimpleNamespace
+
+    from basht.bench.measurement import start_exporter
+    from basht.energy import CombinedSource, EnergyMonitor
+    from basht.errors import ExperimentError
+    from tests.energy.test_monitor import CountingSource
+
+    monitor = EnergyMonitor(source=CombinedSource([CountingSource()]), slots=1)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        experiment = Experiment.from_dict(_sleep_spec(spec, port), "exp.yaml")
+        ctx = SimpleNamespace(experiment=experiment, monitor=monitor, on_update=None)
+        with pytest.raises(ExperimentError) as err:
+            start_exporter(ctx, port)
+    monitor.close()
+    assert str(err.value).startswith(
+        f"exp.yaml: measure.prometheus_port: cannot serve live metrics on 127.0.0.1:{port} ("
+    )
+
+
+def test_the_metrics_url_is_in_results_json_and_the_report(spec, write_spec, tmp_path):
+    from tests.test_compare import basht
+
+    proc = basht("run", "-q", str(write_spec(_sleep_spec(spec, 0))), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    url = proc.stdout.splitlines()[0].removeprefix("metrics: ")
+    (run,) = Store(spec["store"]).list_runs()
+    results = json.loads((tmp_path / "results" / run.id / "results.json").read_text())
+    assert results["measurement"]["prometheus"] == url
+    shown = basht("report", run.id, "--store", spec["store"], cwd=tmp_path)
+    assert re.search(rf"live metrics\s+│ {re.escape(url)}", shown.stdout), shown.stdout
+    assert json.loads(basht("report", run.id, "--store", spec["store"], "--json",
+                            cwd=tmp_path).stdout)["measurement"]["prometheus"] == url  # fmt: skip
+    page = basht("report", run.id, "--store", spec["store"], "--html", cwd=tmp_path)
+    assert page.returncode == 0, page.stderr
+    assert url in (tmp_path / "results" / run.id / "report.html").read_text()

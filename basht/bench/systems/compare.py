@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import math
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -64,6 +65,8 @@ def run_comparison(
     """
     if repeat < 1:
         raise BashtError(f"--repeat: must be at least 1, got {repeat}")
+    if target is not None and not math.isfinite(target):
+        raise BashtError(f"--target: must be a finite number, got {target}")
     systems = parse_systems(systems)
     root = Path(results_root)
     seeds = [experiment.seed + i for i in range(repeat)]
