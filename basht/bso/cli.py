@@ -71,6 +71,7 @@ def serve(
     settings = ServerSettings.from_env(
         db=db, host=host, port=port, token=token, workers=workers, log_level=log_level
     )
+    settings.check_can_listen()  # before the database: a taken port creates nothing
     revision = ensure_ready(settings.db)
     if settings.host not in ("127.0.0.1", "localhost", "::1"):
         err_console.print(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -59,6 +60,23 @@ class ServerSettings:
                     str(value).lower() if isinstance(value, bool) else str(value)
                 )
         return env
+
+    def check_can_listen(self) -> None:
+        """Fail (BSOError) unless `host`:`port` can be bound now, the way uvicorn binds it.
+
+        `basht bso serve` calls this before it prints anything or touches the database, so a
+        port already taken is one line instead of a banner, a migration and uvicorn's errors.
+        """
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind((self.host, self.port))
+        except socket.gaierror as err:
+            raise BSOError(f"host {self.host!r}: cannot resolve it ({err.strerror})") from None
+        except OSError as err:
+            reason = err.strerror or str(err)
+            raise BSOError(f"cannot listen on {self.host} port {self.port}: {reason}") from None
 
     def but(self, **changes: Any) -> ServerSettings:
         return replace(self, **changes)

@@ -2,6 +2,12 @@
 
 Shared by `BatchSizeOptimizer` (training scripts) and the trace simulator. Bodies are sent as
 JSON with a Content-Type (Zeus's client omits it; the server accepts both).
+
+One connection is kept open between requests. If the server drops it (a restart, or a server
+that closed it after an error), the next request fails with a connection reset; requests whose
+repetition changes nothing (registering a named job, reporting, ending a trial, reading a job)
+are then sent once more on a fresh connection. Opening a trial and deleting a job are not
+repeated: the first attempt may have reached the server.
 """
 
 from __future__ import annotations
@@ -23,6 +29,9 @@ from basht.bso.spec import (
     TrainingResult,
     TrialId,
 )
+
+# The kept-alive connection was closed or reset under a request.
+_RESET = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
 
 
 class BSOClient:
@@ -46,7 +55,13 @@ class BSOClient:
 
     def register(self, spec: JobSpecFromClient) -> tuple[CreatedJob, bool]:
         """Register the job; True if it was created, False if the same spec already existed."""
-        response = self._call("POST", REGISTER_JOB_URL, json=spec.model_dump(mode="json"))
+        response = self._call(
+            "POST",
+            REGISTER_JOB_URL,
+            json=spec.model_dump(mode="json"),
+            # without a job_id every registration creates a job, so only a named one is repeated
+            retry=spec.job_id is not None,
+        )
         return CreatedJob.model_validate(response.json()), response.status_code == 201
 
     def next_trial(self, job_id: str) -> TrialId:
@@ -54,21 +69,30 @@ class BSOClient:
         return TrialId.model_validate(response.json())
 
     def report(self, result: TrainingResult) -> ReportResponse:
-        response = self._call("POST", REPORT_RESULT_URL, json=result.model_dump(mode="json"))
+        response = self._call(
+            "POST", REPORT_RESULT_URL, json=result.model_dump(mode="json"), retry=True
+        )
         return ReportResponse.model_validate(response.json())
 
     def end_trial(self, trial: TrialId) -> None:
-        self._call("PATCH", REPORT_END_URL, json=trial.model_dump(mode="json"))
+        self._call("PATCH", REPORT_END_URL, json=trial.model_dump(mode="json"), retry=True)
 
     def delete_job(self, job_id: str) -> None:
         self._call("DELETE", DELETE_JOB_URL, params={"job_id": job_id})
 
     def job_state(self, job_id: str) -> dict[str, Any]:
-        return self._call("GET", REGISTER_JOB_URL, params={"job_id": job_id}).json()
+        return self._call("GET", REGISTER_JOB_URL, params={"job_id": job_id}, retry=True).json()
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _call(self, method: str, path: str, retry: bool = False, **kwargs: Any) -> httpx.Response:
+        """Send one request; with `retry`, once more if the connection was reset under it (safe
+        only for requests whose repetition changes nothing)."""
         try:
-            response = self._http.request(method, path, **kwargs)
+            try:
+                response = self._http.request(method, path, **kwargs)
+            except _RESET:
+                if not retry:
+                    raise
+                response = self._http.request(method, path, **kwargs)  # on a new connection
         except httpx.HTTPError as err:
             raise BSOError(f"cannot reach the BSO server at {self.server_url}: {err}") from None
         if not 200 <= response.status_code < 300:

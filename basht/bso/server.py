@@ -11,17 +11,20 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
+import math
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Request, Response, status
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from basht.bso.config import ServerSettings
 from basht.bso.db.engine import open_engine, redact
-from basht.bso.service import BSOService, ServiceError
+from basht.bso.service import BSOService, ServiceError, Unprocessable
 from basht.bso.spec import (
     DELETE_JOB_URL,
     GET_NEXT_BATCH_SIZE_URL,
@@ -85,6 +88,34 @@ def _token_of(request: Request) -> str | None:
     return None
 
 
+def _json_safe(value: Any) -> Any:
+    """`value` (already JSON-like) with every non-finite float as a string ("nan", "inf",
+    "-inf"), which JSON cannot carry as numbers."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def _validation_detail(errors: Any) -> list[Any]:
+    """FastAPI's 422 detail, rendered so that no input can break it: a NaN or 1e400 in the body
+    comes back as the string "nan" or "inf" (FastAPI's own handler fails on it with a 500)."""
+    try:
+        return _json_safe(jsonable_encoder(errors))
+    except Exception:  # an input jsonable_encoder cannot take: leave the inputs out
+        return [
+            {
+                "type": str(e.get("type")),
+                "loc": [str(x) for x in e.get("loc", ())],
+                "msg": str(e.get("msg")),
+            }
+            for e in errors
+        ]
+
+
 def create_app(settings: ServerSettings) -> FastAPI:
     """The FastAPI application for `settings` (database URL, token)."""
 
@@ -116,8 +147,16 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     write = [Depends(require_token)]
 
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, err: RequestValidationError) -> JSONResponse:
+        return JSONResponse(status_code=422, content={"detail": _validation_detail(err.errors())})
+
     @app.exception_handler(ServiceError)
     async def _service_error(_: Request, err: ServiceError) -> JSONResponse:
+        if isinstance(err, Unprocessable):
+            detail = {"type": "value_error", "loc": list(err.loc), "msg": err.message}
+            detail["input"] = _json_safe(err.value)
+            return JSONResponse(status_code=422, content={"detail": [detail]})
         return JSONResponse(status_code=err.status_code, content={"message": err.message})
 
     @app.exception_handler(_Unauthorized)
@@ -130,8 +169,12 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, err: Exception) -> JSONResponse:
-        # Starlette re-raises after answering, so uvicorn logs the traceback once.
-        return JSONResponse(status_code=500, content={"message": str(err)})
+        # Starlette re-raises after answering, so uvicorn logs the traceback once, and then
+        # closes the connection: "Connection: close" keeps clients from sending their next
+        # request on it (which would fail with a connection reset).
+        return JSONResponse(
+            status_code=500, content={"message": str(err)}, headers={"Connection": "close"}
+        )
 
     @app.post(
         REGISTER_JOB_URL,

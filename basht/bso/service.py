@@ -67,6 +67,23 @@ class Conflict(ServiceError):
     status_code = 409
 
 
+class Unprocessable(ServiceError):
+    """Values that pass the request model but make no sense for this job: a FastAPI-style 422
+    whose detail names `loc` (e.g. ("body", "time")) and the offending `value`."""
+
+    status_code = 422
+
+    def __init__(self, message: str, loc: tuple[str, ...], value: Any) -> None:
+        super().__init__(message)
+        self.loc = loc
+        self.value = value
+
+
+MAX_COST = 1e100
+"""The largest cost a report may give (joules). Real costs are many orders of magnitude below;
+the bound keeps the bandit's variance (cost squared) finite, as well as the cost itself."""
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -197,6 +214,14 @@ class BSOService:
             if job.beta_knob is not None and job.min_cost is not None:
                 cost_ub = job.beta_knob * job.min_cost
             cost = zeus_cost(result.energy, result.time, job.eta_knob, job.max_power)
+            if not cost <= MAX_COST:  # also catches an overflow to inf
+                raise Unprocessable(
+                    f"time {result.time:g} s and energy {result.energy:g} J give a cost of "
+                    f"{cost:g} (eta_knob {job.eta_knob:g}, max_power {job.max_power:g} W), above "
+                    f"the {MAX_COST:g} this server accepts",
+                    ("body",),
+                    {"time": result.time, "energy": result.energy},
+                )
             within = cost_ub >= cost
             if job.higher_is_better_metric:
                 reached = job.target_metric <= result.metric

@@ -4,7 +4,9 @@ Field names, defaults and checks follow `zeus.optimizer.batch_size.common` (Zeus
 so a stock Zeus client can talk to our server. Unknown fields are ignored and numbers are coerced
 the lax way, as pydantic 1 did for Zeus. Where Zeus accepted a value that later crashed its server
 (a duplicate or non-positive batch size, a negative seed or prior precision, NaN knobs), we reject
-it with a 422 instead; a stock client never sends those.
+it with a 422 instead; a stock client never sends those. Every float must be finite and every
+integer must fit the database's signed 64-bit INTEGER, so no value can fail later in the database
+or in the JSON of an answer.
 """
 
 from __future__ import annotations
@@ -22,7 +24,12 @@ REPORT_END_URL = "/trials"
 
 _WIRE = ConfigDict(extra="ignore", allow_inf_nan=False, coerce_numbers_to_str=True)
 
-PositiveInt = Annotated[int, Field(gt=0)]
+INT64_MAX = 2**63 - 1
+"""The largest integer the database stores (SQLite's and PostgreSQL's BIGINT)."""
+
+Int64 = Annotated[int, Field(ge=-INT64_MAX - 1, le=INT64_MAX)]
+PositiveInt = Annotated[int, Field(gt=0, le=INT64_MAX)]
+NonNegativeInt = Annotated[int, Field(ge=0, le=INT64_MAX)]
 
 
 class Stage(StrEnum):
@@ -61,18 +68,18 @@ class JobParams(BaseModel):
     job_id: str
     job_id_prefix: str
     batch_sizes: list[PositiveInt]
-    default_batch_size: int = Field(gt=0)
+    default_batch_size: PositiveInt
     eta_knob: float = 0.5
     beta_knob: float | None = 2.0
     target_metric: float = 0.50
     higher_is_better_metric: bool = True
-    max_epochs: int = Field(default=100, gt=0)
-    num_pruning_rounds: int = Field(default=2, ge=0)
-    window_size: int = 0
+    max_epochs: PositiveInt = 100
+    num_pruning_rounds: NonNegativeInt = 2
+    window_size: NonNegativeInt = 0  # 0: no window, every result counts (as in Zeus)
     mab_prior_mean: float = 0.0
     mab_prior_precision: float = Field(default=0.0, ge=0)
-    mab_num_explorations: int = Field(default=2, ge=0)
-    mab_seed: int | None = Field(default=None, ge=0, lt=2**63)
+    mab_num_explorations: NonNegativeInt = 2
+    mab_seed: NonNegativeInt | None = None
 
     @field_validator("batch_sizes")
     @classmethod
@@ -115,7 +122,7 @@ class GpuConfig(BaseModel):
     model_config = _WIRE
 
     max_power: float = Field(gt=0)
-    number_of_gpus: int = Field(gt=0)
+    number_of_gpus: PositiveInt
     gpu_model: str
 
     @field_validator("gpu_model")
@@ -160,17 +167,18 @@ class TrialId(BaseModel):
     model_config = _WIRE
 
     job_id: str
-    batch_size: int
-    trial_number: int
+    batch_size: Int64
+    trial_number: Int64
 
 
 class TrainingResult(TrialId):
-    """One epoch's report. `time` (s) and `energy` (J) are cumulative since training began."""
+    """One epoch's report. `time` (s) and `energy` (J) are cumulative since training began;
+    `current_epoch` counts from 1."""
 
     time: float = Field(ge=0)
     energy: float = Field(ge=0)
     metric: float
-    current_epoch: int
+    current_epoch: PositiveInt
 
 
 class ReportResponse(BaseModel):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import socket
 import sqlite3
 import sys
 
@@ -73,13 +74,21 @@ def test_serving_migrates_an_embedded_database_on_first_start(serve, tmp_path):
         (["--port", "70000"], "port 70000"),
         (["--workers", "0"], "workers 0"),
         (["--log-level", "loud"], "log level 'loud'"),
+        (["--port", "{taken}"], "cannot listen on 127.0.0.1 port {taken}: Address already in use"),
+        (["--host", "no-such-host.invalid"], "host 'no-such-host.invalid': cannot resolve"),
     ],
 )
 def test_bad_serve_settings_are_one_line_errors(basht, tmp_path, args, fragment):
-    db = [] if "--db" in args else ["--db", f"sqlite:///{tmp_path / 'x.db'}"]
-    line = one_line_error(basht("bso", "serve", *db, *args))
-    assert fragment in line
+    with socket.socket() as taken:  # a port some other server already listens on
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        args = [a.replace("{taken}", port) for a in args]
+        db = [] if "--db" in args else ["--db", f"sqlite:///{tmp_path / 'x.db'}"]
+        line = one_line_error(basht("bso", "serve", *db, *args))
+    assert fragment.replace("{taken}", port) in line
     assert "hunter2" not in line  # passwords never printed
+    assert not (tmp_path / "x.db").exists()  # refused before the database was touched
 
 
 def test_a_missing_database_driver_names_the_package_that_brings_it(basht):

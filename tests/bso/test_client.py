@@ -173,3 +173,42 @@ def test_hardware_is_detected_when_not_given(server):
         registered = bso.job
         assert registered.max_power > 0 and registered.number_of_gpus >= 1
         assert registered.gpu_model == bso.hardware.gpu_model
+
+
+def test_a_reset_connection_is_retried_only_where_repeating_is_harmless():
+    """A kept-alive connection the server dropped fails the next request with a reset: reports,
+    trial ends, named registrations and reads are sent once more; opening a trial is not."""
+    from basht.bso.errors import BSOError
+    from basht.bso.http import BSOClient
+    from basht.bso.spec import TrainingResult, TrialId
+
+    sent: list[str] = []
+    reset_next = [True]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(f"{request.method} {request.url.path}")
+        if reset_next[0]:
+            reset_next[0] = False
+            raise httpx.ReadError("[Errno 104] Connection reset by peer", request=request)
+        if request.url.path == "/report":
+            return httpx.Response(
+                200, json={"stop_train": False, "converged": False, "message": ""}
+            )
+        return httpx.Response(200, json=None)
+
+    client = BSOClient("http://bso.test")
+    client._http = httpx.Client(base_url="http://bso.test", transport=httpx.MockTransport(handler))
+    trial = TrialId(job_id="j-1", batch_size=32, trial_number=1)
+    result = TrainingResult(**trial.model_dump(), time=1, energy=2, metric=0.5, current_epoch=1)
+    assert client.report(result).stop_train is False
+    assert sent == ["POST /report", "POST /report"]
+    sent.clear()
+    reset_next[0] = True
+    client.end_trial(trial)
+    assert sent == ["PATCH /trials", "PATCH /trials"]
+    sent.clear()
+    reset_next[0] = True
+    with pytest.raises(BSOError, match="cannot reach the BSO server"):
+        client.next_trial("j-1")  # may have opened a trial: not repeated
+    assert sent == ["GET /jobs/batch_size"]
+    client.close()

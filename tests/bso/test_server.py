@@ -103,6 +103,90 @@ def test_invalid_specs_get_fastapi_style_422(http):
     assert http.post("/jobs", content=b"{not json").status_code == 422
 
 
+HUGE = 99999999999999999999  # past int64: SQLite and PostgreSQL cannot store it
+
+
+def send_json_text(http: httpx.Client, method: str, path: str, text: str) -> httpx.Response:
+    """Send `text` as the JSON body verbatim: NaN, Infinity and 1e400 are not valid JSON, but
+    Python's parser (and so the server's) reads them as floats."""
+    return http.request(method, path, content=text, headers={"content-type": "application/json"})
+
+
+def assert_422_on(response: httpx.Response, loc: list, fragment: str) -> None:
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert detail[0]["loc"] == loc and fragment in detail[0]["msg"], detail
+
+
+def test_non_finite_floats_are_422s_that_name_the_field(http):
+    # FastAPI's own 422 handler answered these with a 500 ("Out of range float values are not
+    # JSON compliant") because it echoed the NaN back; now the input comes back as a string.
+    for field, token, shown in [
+        ("eta_knob", "NaN", "nan"),
+        ("beta_knob", "Infinity", "inf"),
+        ("target_metric", "NaN", "nan"),
+        ("mab_prior_mean", "-Infinity", "-inf"),
+        ("mab_prior_precision", "NaN", "nan"),
+        ("max_power", "1e400", "inf"),
+    ]:
+        text = json.dumps(job_body("nan-1", **{field: "@"})).replace('"@"', token)
+        for response in (
+            send_json_text(http, "POST", "/jobs", text),
+            post_raw(http, "/jobs", json.loads(text)),  # Zeus's way: no Content-Type
+        ):
+            assert_422_on(response, ["body", field], "finite number")
+            assert response.json()["detail"][0]["input"] == shown
+    assert http.get("/jobs", params={"job_id": "nan-1"}).status_code == 404  # nothing stored
+    register(http, "nan-2")
+    trial = next_trial(http, "nan-2")
+    for field, token in [("metric", "NaN"), ("metric", "1e999"), ("time", "Infinity")]:
+        text = json.dumps(result_body(trial, **{field: "@"})).replace('"@"', token)
+        assert_422_on(send_json_text(http, "POST", "/report", text), ["body", field], "finite")
+    assert finish(http, trial)["converged"] is True  # the trial is still usable
+
+
+def test_integers_past_int64_are_422s_not_database_errors(http):
+    for field in ("max_epochs", "num_pruning_rounds", "mab_num_explorations", "window_size"):
+        response = http.post("/jobs", json=job_body("big-1", **{field: HUGE}))
+        assert_422_on(response, ["body", field], "less than or equal to 9223372036854775807")
+    too_big = http.post("/jobs", json=job_body("big-1", batch_sizes=[64, 1024, 2**63]))
+    assert_422_on(too_big, ["body", "batch_sizes", 2], "less than or equal to")
+    assert http.get("/jobs", params={"job_id": "big-1"}).status_code == 404
+    register(http, "big-2")
+    trial = next_trial(http, "big-2")
+    for field in ("trial_number", "current_epoch"):
+        response = http.post("/report", json=result_body(trial, **{field: HUGE}))
+        assert_422_on(response, ["body", field], "less than or equal to")
+    assert_422_on(
+        http.patch("/trials", json={**trial, "trial_number": HUGE}),
+        ["body", "trial_number"],
+        "less than or equal to",
+    )
+    # One connection throughout: no 500 closed it under the next request.
+    assert http.patch("/trials", json=trial).status_code == 200
+
+
+def test_nonsense_window_epochs_and_costs_are_422s(http):
+    assert_422_on(
+        http.post("/jobs", json=job_body("bad-4", window_size=-5)),
+        ["body", "window_size"],
+        "greater than or equal to 0",
+    )
+    register(http, "bad-5", window_size=0)  # 0: no window, as in Zeus
+    trial = next_trial(http, "bad-5")
+    for epoch in (0, -3):
+        response = http.post("/report", json=result_body(trial, current_epoch=epoch))
+        assert_422_on(response, ["body", "current_epoch"], "greater than 0")
+    for values in ({"time": -1.0}, {"energy": -1.0}):
+        response = http.post("/report", json=result_body(trial, **values))
+        assert_422_on(response, ["body", *values], "greater than or equal to 0")
+    for values in ({"time": 1e308}, {"energy": 1e308}):  # finite, but the cost overflows
+        response = http.post("/report", json=result_body(trial, **values))
+        assert_422_on(response, ["body"], "above the 1e+100 this server accepts")
+    assert finish(http, trial)["converged"] is True
+    assert state(http, "bad-5")["min_cost"] == 0.5 * 100 + 0.5 * 3000 * 10
+
+
 # -- GET /jobs/batch_size, POST /report, PATCH /trials -----------------------------------------
 
 
@@ -292,3 +376,39 @@ def test_openapi_docs_are_served(http):
     paths = http.get("/openapi.json").json()["paths"]
     assert {"/jobs", "/jobs/batch_size", "/report", "/trials"} <= set(paths)
     assert {"post", "delete", "get"} <= set(paths["/jobs"])
+
+
+def test_an_unexpected_error_is_a_500_that_closes_the_connection(tmp_path):
+    """Starlette re-raises after the 500 and uvicorn then closes the connection; the answer says
+    so, or a client would send its next request on the dying connection (connection reset)."""
+    import asyncio
+
+    from basht.bso.config import ServerSettings
+    from basht.bso.server import create_app
+
+    app = create_app(ServerSettings(db=f"sqlite:///{tmp_path / 'x.db'}"))
+
+    @app.get("/boom")
+    async def boom() -> None:
+        raise RuntimeError("boom")
+
+    async def get() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://bso.test") as c:
+            return await c.get("/boom")
+
+    response = asyncio.run(get())
+    assert response.status_code == 500 and response.json() == {"message": "boom"}
+    assert response.headers["connection"] == "close"
+
+
+def test_validation_errors_render_any_input():
+    from basht.bso.server import _validation_detail
+
+    errors = [
+        {"type": "finite_number", "loc": ("body", "x"), "msg": "m", "input": float("nan")},
+        {"type": "t", "loc": ("body", "y"), "msg": "m", "input": {"a": [float("-inf"), 1.5]}},
+    ]
+    detail = _validation_detail(errors)
+    assert [d["input"] for d in detail] == ["nan", {"a": ["-inf", 1.5]}]
+    json.dumps(detail, allow_nan=False)

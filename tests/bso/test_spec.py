@@ -51,6 +51,17 @@ def test_gpu_fields_serialise_first_like_zeus():
         ({"number_of_gpus": 0}, "greater than 0"),
         ({"gpu_model": ""}, "Shouldn't be empty"),
         ({"target_metric": float("nan")}, "finite number"),
+        ({"eta_knob": float("nan")}, "finite number"),
+        ({"beta_knob": float("inf")}, "finite number"),
+        ({"max_power": float("inf")}, "finite number"),
+        ({"window_size": -5}, "greater than or equal to 0"),
+        ({"max_epochs": 2**63}, "less than or equal to 9223372036854775807"),
+        ({"window_size": 2**63}, "less than or equal to"),
+        ({"num_pruning_rounds": 2**63}, "less than or equal to"),
+        ({"mab_num_explorations": 2**63}, "less than or equal to"),
+        ({"mab_seed": 2**63}, "less than or equal to"),
+        ({"number_of_gpus": 2**63}, "less than or equal to"),
+        ({"batch_sizes": [1024, 2**63]}, "less than or equal to"),
     ],
 )
 def test_bad_specs_are_rejected_with_the_reason(changes, fragment):
@@ -79,3 +90,31 @@ def test_training_results_need_non_negative_time_and_energy():
         TrainingResult(**trial, time=-1, energy=1, metric=0, current_epoch=1)
     ok = TrainingResult(**trial, time=1, energy=2, metric=0.5, current_epoch=1)
     assert ok.energy == 2
+
+
+def test_int64_is_the_largest_integer_accepted():
+    spec = JobSpecFromClient.model_validate(
+        job_body("test-1", batch_sizes=[1024, 2**63 - 1], max_epochs=2**63 - 1, mab_seed=2**63 - 1)
+    )
+    assert spec.batch_sizes[-1] == spec.max_epochs == spec.mab_seed == 2**63 - 1
+
+
+@pytest.mark.parametrize(
+    ("changes", "fragment"),
+    [
+        ({"current_epoch": 0}, "greater than 0"),
+        ({"current_epoch": -3}, "greater than 0"),
+        ({"current_epoch": 2**63}, "less than or equal to"),
+        ({"trial_number": 2**63}, "less than or equal to"),
+        ({"trial_number": -(2**63) - 1}, "greater than or equal to"),
+        ({"batch_size": 2**63}, "less than or equal to"),
+        ({"time": float("inf")}, "finite number"),
+        ({"energy": float("nan")}, "finite number"),
+        ({"metric": float("-inf")}, "finite number"),
+    ],
+)
+def test_bad_training_results_are_rejected_with_the_reason(changes, fragment):
+    values = {"job_id": "j", "batch_size": 32, "trial_number": 1, "time": 1.0, "energy": 2.0}
+    values.update({"metric": 0.5, "current_epoch": 1, **changes})
+    with pytest.raises(ValidationError, match=re.escape(fragment)):
+        TrainingResult.model_validate(values)
