@@ -20,7 +20,9 @@ only their trials' part, which `counted_once` then takes out of the owner's over
 
 So trial energies + baseline + allocation + overhead = node energy, exactly, in every interval
 (with guests: machine energy, up to the guests' intervals not lining up with the owner's).
-A trial's boundaries trigger a sample, so intervals never straddle two trials on one slot.
+A trial's boundaries trigger a sample, so intervals rarely straddle two trials on one slot; a
+burst of trials shorter than 50 ms shares one, and each gets the part of the slot's CPU time
+that matches how long it held the slot.
 """
 
 from __future__ import annotations
@@ -140,6 +142,27 @@ class _Slot:
     cpu_s: float = 0.0
     gpus: dict[str, float] = field(default_factory=dict)  # GPU component -> the share it holds
     remote: bool = False  # its worker runs on another node: none of this node's idle is its
+    since: float = 0.0  # when its current trial took it (or the interval began)
+    # Trials that held it earlier in this interval, for how long: a trial shorter than the
+    # boundary resolution gets its part of the slot's CPU time instead of none.
+    earlier: list[tuple[int, str, float]] = field(default_factory=list)
+
+    def hand_over(self, now: float, interval_start: float) -> None:
+        """Its trial is about to change: keep how long the outgoing one held it this interval."""
+        held = now - max(self.since, interval_start)
+        if self.trial is not None and held > 1e-6:
+            self.earlier.append((self.trial, self.kind, held))
+        self.since = now
+
+    def holders(self, at: float) -> list[tuple[int, str, float]]:
+        """The trials that held it over the interval ending `at`, with the part each held."""
+        spans = list(self.earlier)
+        if self.trial is not None:
+            spans.append((self.trial, self.kind, max(at - self.since, 0.0)))
+        total = sum(span[2] for span in spans)
+        if total <= 0:
+            return [(t, k, 1.0 / len(spans)) for t, k, _ in spans]
+        return [(t, k, held / total) for t, k, held in spans]
 
 
 @dataclass
@@ -229,11 +252,12 @@ class EnergyMonitor:
             cpus = psutil.cpu_count() or 1
             u = min(max(d_busy / (dt * cpus), 0.0), 1.0) if dt > 0 else 0.0
             shares = self._worker_shares(d_busy)
+            holders = [slot.holders(reading.at) for slot in self._slots]
             intensity = self.intensity.g_per_kwh(reading.at) if self.intensity else 0.0
             for component, total in reading.energy_j.items():
                 energy = max(0.0, total - self._energy.get(component, 0.0))
                 self.total_j[component] = self.total_j.get(component, 0.0) + energy
-                self._book(component, energy, u, shares, intensity, dt)
+                self._book(component, energy, u, shares, intensity, dt, holders)
                 self._samples.append(
                     {
                         "at": reading.at,
@@ -247,6 +271,9 @@ class EnergyMonitor:
                 )
             self._energy = dict(reading.energy_j)
             self._at, self._busy = reading.at, busy
+            for slot in self._slots:
+                slot.earlier.clear()
+                slot.since = reading.at
             self.samples_taken += 1
 
     def _worker_shares(self, d_busy: float) -> list[float]:
@@ -276,6 +303,7 @@ class EnergyMonitor:
         shares: list[float],
         intensity: float,
         dt: float = 0.0,
+        holders: list[list[tuple[int, str, float]]] | None = None,
     ) -> None:
         if component.startswith("gpu:") and any(slot.gpus for slot in self._slots):
             self._book_device(component, energy, intensity, dt)
@@ -283,10 +311,12 @@ class EnergyMonitor:
         active = energy * u
         idle = energy - active
         booked = 0.0
-        for slot, share in zip(self._slots, shares, strict=True):
-            if slot.trial is not None and share > 0:
-                self._add(slot.kind, slot.trial, component, active * share, intensity)
-                booked += active * share
+        if holders is None:
+            holders = [slot.holders(time.time()) for slot in self._slots]
+        for held, share in zip(holders, shares, strict=True):
+            for trial, kind, part in held if share > 0 else ():
+                self._add(kind, trial, component, active * share * part, intensity)
+                booked += active * share * part
         if self.guest and not component.startswith("gpu:"):  # the machine's owner books the rest
             return
         self._add("overhead", None, component, active - booked, intensity)
@@ -372,6 +402,8 @@ class EnergyMonitor:
                 if s.process is not None:
                     times = s.process.cpu_times()
                     s.cpu_s = times.user + times.system
+            if (trial, kind) != (s.trial, s.kind):
+                s.hand_over(time.time(), self._at)
             s.trial, s.kind = trial, kind
             if trial is not None:  # an empty slot's worker stays where it was
                 s.remote = pid is None
@@ -383,6 +415,7 @@ class EnergyMonitor:
         with self._lock:
             self._at_boundary()
             s = self._slots[slot]
+            s.hand_over(time.time(), self._at)
             s.pid = s.trial = s.process = None
             s.cpu_s, s.remote = 0.0, True
 

@@ -379,3 +379,27 @@ def test_other_nodes_samples_reach_the_sink_once_even_when_a_later_pull_fails():
     sent = [s for samples, _ in received for s in samples if s["node"] == "node-1"]
     assert len(sent) == 1
     assert received[-1][1]["trial", 3, "node-1/cpu"].energy_j == 5.0
+
+
+def _spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_a_trial_shorter_than_the_boundary_resolution_still_gets_its_part():
+    monitor = EnergyMonitor(
+        source=CombinedSource([CountingSource()]), sample_interval_s=60, slots=1
+    )
+    monitor.close()
+    monitor.accounts.clear()
+    monitor.sample()
+    monitor.assign(0, os.getpid(), 1)  # a boundary sample was just taken: none now
+    _spin(0.02)
+    monitor.assign(0, os.getpid(), 2)  # within 50 ms of the last sample: no sample here either
+    _spin(0.02)
+    monitor.assign(0, os.getpid(), None)
+    monitor.sample()
+    trials = {k[1]: a.energy_j for k, a in monitor.accounts.items() if k[0] == "trial"}
+    assert trials.get(1, 0) > 0 and trials.get(2, 0) > 0, trials
+    assert trials[1] == pytest.approx(trials[2], rel=0.6)  # about the same time each
