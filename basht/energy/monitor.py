@@ -313,8 +313,12 @@ class EnergyMonitor:
         booked = 0.0
         if holders is None:
             holders = [slot.holders(time.time()) for slot in self._slots]
-        for held, share in zip(holders, shares, strict=True):
-            for trial, kind, part in held if share > 0 else ():
+        for slot, held, share in zip(self._slots, holders, shares, strict=True):
+            if share <= 0 and slot.process is None:
+                continue  # its worker is not read here (another node, or gone)
+            # A trial whose CPU time stayed under the clock's tick (10 ms) books 0 J here, which
+            # still says where it was measured.
+            for trial, kind, part in held:
                 self._add(kind, trial, component, active * share * part, intensity)
                 booked += active * share * part
         if self.guest and not component.startswith("gpu:"):  # the machine's owner books the rest

@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 
 _CLIENT_TRIES = 3
 _CLIENT_RETRY_S = 5.0
+# What a Ray Client head says when it could not start the server for this driver: its runtime-env
+# agent not up yet, or the new server process gone before the proxy read its command line.
+_CLIENT_SERVER_FAILED = ("Starting Ray client server failed", "in start_specific_server")
 
 
 class RaySession:
@@ -88,8 +91,8 @@ class RaySession:
 
     def _join(self, ray: Any) -> None:
         """`ray.init` on the cluster; again, a few seconds later, when a Ray Client head could
-        not start the server for this driver (its runtime-env agent is not up yet on a head that
-        has just started: Ray gives up after a few seconds)."""
+        not start the server for this driver (on a head that has just started: its runtime-env
+        agent is not up yet, or the server process went before the proxy could read it)."""
         for attempt in range(1, _CLIENT_TRIES + 1):
             held = _HeldStderr()
             try:
@@ -99,7 +102,7 @@ class RaySession:
                     ray.init(address=self.address, logging_level=logging.WARNING)
             except (ConnectionError, RuntimeError, ValueError) as err:
                 log.debug("Ray, while joining %s:\n%s", self.address, held.text)
-                retry = "Starting Ray client server failed" in str(err)
+                retry = any(sign in str(err) for sign in _CLIENT_SERVER_FAILED)
                 if not retry or attempt == _CLIENT_TRIES:
                     said = held.last_line()
                     if said is None or said in str(err):

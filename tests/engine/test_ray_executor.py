@@ -228,6 +228,9 @@ def test_a_ray_client_server_that_fails_to_start_is_tried_again(monkeypatch):
     assert (flaky.inits, flaky.shutdowns) == (3, 2)
     with pytest.raises(ConnectionAbortedError):  # three times: the error goes to the user
         session._join(_FlakyClientRay(failures=3))
+    raced = _FlakyClientRay(failures=1, message='File "proxier.py", in start_specific_server')
+    session._join(raced)  # the proxy lost the server process it had just started
+    assert raced.inits == 2
     refused = _FlakyClientRay(failures=1, message="Failed to connect: wrong token")
     with pytest.raises(ConnectionAbortedError):  # any other refusal is final at once
         session._join(refused)
@@ -439,7 +442,11 @@ def test_digits_asha_through_ray_client_meters_every_trial_on_its_own_node(clust
     elsewhere = {a.trial for a in accounts if a.kind == "trial" and a.component.startswith("node-")}
     here = {a.trial for a in accounts if a.kind == "trial" and "/" not in a.component}
     assert elsewhere and here and elsewhere | here == set(range(32))
-    assert all(a.energy_j > 0 for a in accounts if a.kind == "trial"), "a trial booked no energy"
+    # A trial whose CPU time stayed under the clock's 10 ms tick books 0 J; longer ones use some.
+    assert all(a.energy_j >= 0 for a in accounts)
+    energy = {t: sum(a.energy_j for a in accounts if a.trial == t) for t in range(32)}
+    trained = {t.number: t.train_s for t in store.trials(run.id)}
+    assert all(energy[t] > 0 for t in range(32) if trained[t] >= 0.2), (energy, trained)
     assert all(a.source == "estimate" for a in accounts)
     # Both nodes are on this machine, which the driver books: the other node's meter books only
     # its trials, so the run's energy is the machine's once (not once per node).
