@@ -399,7 +399,9 @@ class EnergyMonitor:
             s = self._slots[slot]
             # The test phase runs once and may be shorter than 50 ms: it always gets its own.
             self._at_boundary(always=kind != "trial" or s.kind != "trial")
-            if pid != s.pid:
+            # "Nothing runs here now" (no pid, no trial) leaves the worker as it was: what it
+            # used since the last sample still goes to the trial that just ended.
+            if pid != s.pid and not (pid is None and trial is None):
                 s.pid = pid
                 s.process = self._process(pid) if pid is not None else None
                 s.cpu_s = 0.0

@@ -403,3 +403,21 @@ def test_a_trial_shorter_than_the_boundary_resolution_still_gets_its_part():
     trials = {k[1]: a.energy_j for k, a in monitor.accounts.items() if k[0] == "trial"}
     assert trials.get(1, 0) > 0 and trials.get(2, 0) > 0, trials
     assert trials[1] == pytest.approx(trials[2], rel=0.6)  # about the same time each
+
+
+def test_a_short_trial_ended_as_the_engine_ends_it_keeps_its_cpu_time():
+    # The engine ends a trial with assign(slot, None, None): the worker stays, and what it used
+    # since the last sample is the ended trial's, even with no sample at its end.
+    monitor = EnergyMonitor(
+        source=CombinedSource([CountingSource()]), sample_interval_s=60, slots=1
+    )
+    monitor.close()
+    monitor.accounts.clear()
+    monitor.sample()
+    monitor.assign(0, os.getpid(), 1)
+    _spin(0.03)
+    monitor.assign(0, None, None)  # within 50 ms of the last sample: none taken here
+    monitor.assign(0, os.getpid(), 2)
+    monitor.sample()
+    trials = {k[1]: a.energy_j for k, a in monitor.accounts.items() if k[0] == "trial"}
+    assert trials.get(1, 0) > 0, trials
