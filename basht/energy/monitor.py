@@ -229,7 +229,11 @@ class EnergyMonitor:
     def all_accounts(self) -> dict[AccountKey, Account]:
         """This node's accounts and, as of the last pull, other nodes'."""
         with self._lock:
-            return counted_once(summed(self.accounts, self._pulled.accounts), self._pulled.owners)
+            return self._with_other_nodes(self.accounts)
+
+    def _with_other_nodes(self, own: dict[AccountKey, Account]) -> dict[AccountKey, Account]:
+        """Fresh accounts: `own` plus the last pull, each shared machine counted once."""
+        return counted_once(summed(own, self._pulled.accounts), self._pulled.owners)
 
     # -- the sampler ------------------------------------------------------------------------
 
@@ -468,10 +472,7 @@ class EnergyMonitor:
             except Exception as err:  # keep sampling this node with what was pulled before
                 log.warning("could not read the other nodes' energy meters: %s", err)
         samples, accounts = self.drain()
-        self.sink(
-            samples + news,
-            counted_once(summed(accounts, self._pulled.accounts), self._pulled.owners),
-        )
+        self.sink(samples + news, self._with_other_nodes(accounts))
 
     def close(self) -> None:
         """Stop sampling after a last sample, and hand everything to the sink."""

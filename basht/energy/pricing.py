@@ -21,7 +21,7 @@ PRICES_PATH = Path(__file__).with_name("data") / "prices.csv"
 S_PER_HOUR = 3600.0
 # A runtime within this many increments above a boundary is not billed one more increment: it is
 # float noise from summing timestamps, not a second the provider saw.
-_ROUNDING_SLACK = 1e-9
+ROUNDING_SLACK = 1e-9
 PRICE_SPEC_KEYS = frozenset(
     {"usd_per_hour", "provider", "instance", "region", "vcpus", "gpus", "memory_gib"}
 )
@@ -72,7 +72,7 @@ def billed_seconds(runtime_s: float, rule: BillingRule) -> float:
     """Seconds a provider bills for `runtime_s`: max(minimum, ceil(runtime / increment) x increment)."""
     if not math.isfinite(runtime_s) or runtime_s < 0:
         raise ValueError(f"runtime_s must be a finite number >= 0, got {runtime_s!r}")
-    steps = math.ceil(runtime_s / rule.increment_s - _ROUNDING_SLACK)
+    steps = math.ceil(runtime_s / rule.increment_s - ROUNDING_SLACK)
     return max(rule.minimum_s, max(steps, 0) * rule.increment_s)
 
 

@@ -47,6 +47,11 @@ class ShaJob:
         return (*levels, self.max_budget)
 
     @property
+    def bracket_size(self) -> int:
+        """eta^K configurations: the fewest that bring one to max_budget (Basht's SHA bracket)."""
+        return self.eta ** (len(self.rungs) - 1)
+
+    @property
     def stages(self) -> tuple[Stage, ...]:
         levels = self.rungs
         stages, trials, done = [], self.trials, 0
@@ -63,7 +68,7 @@ class ShaJob:
         if search.max_budget is None:
             raise BashtError("search.max_budget: a plan needs a bounded job")
         job = cls(1, search.min_budget, search.max_budget, search.eta)
-        trials = search.max_trials or search.eta ** (len(job.rungs) - 1)
+        trials = search.max_trials or job.bracket_size
         if search.pruner == "none":  # every trial to max_budget: one stage
             return cls(trials, search.max_budget, search.max_budget, search.eta)
         return cls(trials, search.min_budget, search.max_budget, search.eta)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from basht.energy.pricing import S_PER_HOUR
+from basht.energy.pricing import ROUNDING_SLACK, S_PER_HOUR
 from basht.errors import BashtError
 from basht.plan.job import ShaJob, Stage
 from basht.plan.profile import Profile
@@ -142,8 +142,9 @@ class Simulator:
         return (slot_ready[:, :used] + busy[:, :used]).max(axis=1)
 
     def _bill(self, lifetimes_s: np.ndarray) -> np.ndarray:
-        """Each run's billed cost of instances that lived `lifetimes_s` (runs x instances)."""
+        """Each run's billed cost of instances that lived `lifetimes_s` (runs x instances):
+        `pricing.billed_seconds`, over arrays."""
         rule, price = self.profile.price.rule, self.profile.price.usd_per_hour
-        steps = np.ceil(lifetimes_s / rule.increment_s - 1e-9) * rule.increment_s
+        steps = np.ceil(lifetimes_s / rule.increment_s - ROUNDING_SLACK) * rule.increment_s
         seconds = np.maximum(rule.minimum_s, np.maximum(steps, 0.0))
         return (seconds.sum(axis=1) * price / S_PER_HOUR) if seconds.size else np.zeros(self.runs)

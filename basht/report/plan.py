@@ -57,7 +57,7 @@ def plan_tables(result: PlanResult, job: ShaJob, profile: Profile) -> Group:
 
 def job_note(job: ShaJob, pruner: str) -> str | None:
     """Why the plan's job may differ from what `basht run` of the same file would run."""
-    one_bracket = job.trials == job.eta ** (len(job.rungs) - 1)
+    one_bracket = job.trials == job.bracket_size
     if pruner == "none":
         return (
             f"note: planned as {job.trials} trials each trained to {job.max_budget} (pruner none)"
