@@ -7,7 +7,7 @@ from typing import Any
 
 from basht.bench import RunResult, timed
 from basht.errors import BashtError, ExperimentError
-from basht.experiment import Experiment, load_experiment
+from basht.experiment import Experiment, load_experiment, with_plan
 
 __version__ = "0.1.0"
 
@@ -22,8 +22,14 @@ __all__ = [
 ]
 
 
-def run(experiment: str | Path | Experiment | dict[str, Any], **kwargs: Any) -> RunResult:
-    """Run the whole benchmark lifecycle for an experiment file, dict or Experiment.
+def run(
+    experiment: str | Path | Experiment | dict[str, Any],
+    *,
+    plan: str | Path | None = None,
+    **kwargs: Any,
+) -> RunResult:
+    """Run the whole benchmark lifecycle for an experiment file, dict or Experiment; with `plan`
+    (a `basht plan --json` file), on an elastic cluster that follows it.
 
     Trials run in spawned processes that import the calling script: call this under
     `if __name__ == "__main__":` in a script.
@@ -36,4 +42,6 @@ def run(experiment: str | Path | Experiment | dict[str, Any], **kwargs: Any) -> 
         experiment = load_experiment(experiment)
     elif isinstance(experiment, dict):
         experiment = Experiment.from_dict(experiment)
+    if plan is not None:  # a RubberBand plan file (`basht plan --json`)
+        experiment = with_plan(experiment, plan)
     return run_benchmark(experiment, **kwargs)

@@ -38,14 +38,20 @@ def run(
     results: Annotated[Path, typer.Option(help="Folder for results/<run-id>/.")] = Path("results"),
     store: Annotated[str | None, typer.Option(help="Override the file's `store` URL.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress.")] = False,
+    plan: Annotated[
+        Path | None,
+        typer.Option(help="Run on an elastic cluster that follows this plan (basht plan --json)."),
+    ] = None,
 ) -> None:
     """Run the whole benchmark lifecycle for FILE and print the results."""
     from basht.bench import run_benchmark
-    from basht.experiment import load_experiment
+    from basht.experiment import load_experiment, with_plan
     from basht.report import print_result
     from basht.report.progress import LiveProgress, QuietProgress
 
     experiment = load_experiment(file)
+    if plan is not None:
+        experiment = with_plan(experiment, plan)
     if store is not None:
         experiment = experiment.model_copy(update={"store": store})
     try:

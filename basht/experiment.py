@@ -265,6 +265,51 @@ class EngineSpec(_Strict):
         return None if width is None else check_share(width)
 
 
+class _PlanPart(BaseModel):
+    """Part of a plan file as `basht plan --json` writes it: what else it holds is not read."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class PlanJobSpec(_PlanPart):
+    trials: PositiveInt
+    min_budget: PositiveInt
+    max_budget: PositiveInt
+    eta: int = Field(ge=2)
+
+
+class PlanPriceSpec(_PlanPart):
+    """The instance type a plan is for: its price, GPUs, and the provider's billing rule."""
+
+    usd_per_hour: float = Field(ge=0, allow_inf_nan=False)
+    gpus: PositiveInt
+    vcpus: PositiveInt = 1
+    increment_s: PositiveFloat = 1.0
+    minimum_s: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    rule: str = ""
+    provider: str | None = None
+    instance: str | None = None
+
+
+class PlanEstimateSpec(_PlanPart):
+    jct_s: float
+    jct_p95_s: float
+    cost_usd: float
+    cost_p95_usd: float
+
+
+class PlanSpec(_PlanPart):
+    """A RubberBand plan to run the job on (`basht plan --json`): instances in each stage."""
+
+    plan: list[PositiveInt] = Field(min_length=1)
+    job: PlanJobSpec
+    price: PlanPriceSpec
+    estimate: PlanEstimateSpec | None = None
+    deadline_s: PositiveFloat | None = None
+    confidence: str | None = None
+    instance: str | None = None  # the plan's one-line description of the instance type
+
+
 class Experiment(BaseModel):
     """A validated experiment: every field of the seed's Table 1 has a home here."""
 
@@ -283,6 +328,7 @@ class Experiment(BaseModel):
     engine: EngineSpec = Field(default_factory=EngineSpec)
     measure: MeasureSpec = Field(default_factory=MeasureSpec)
     store: str = "sqlite:///basht.db"
+    plan: PlanSpec | None = None  # run on an elastic cluster that follows this RubberBand plan
 
     @model_validator(mode="after")
     def _one_space(self) -> Experiment:
@@ -318,6 +364,39 @@ class Experiment(BaseModel):
                 "engine.scheduler",
                 f"{self.engine.scheduler} runs on executor: local only "
                 "(use scheduler: fifo with executor: ray)",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _plan_fits(self) -> Experiment:
+        """A plan is for one synchronous SHA job: it must be this file's, run by Basht here."""
+        if self.plan is None:
+            return self
+        if self.system != "native" or self.executor != "local":
+            raise _at("plan", "runs with system: native and executor: local")
+        if self.resources.accelerator != "cpu":
+            raise _at("plan", "this machine's instances emulate GPUs with cores: accelerator: cpu")
+        if self.search.pruner not in ("sha", "none"):
+            raise _at(
+                "plan",
+                f"is for a synchronous SHA job (pruner: sha or none), not {self.search.pruner}",
+            )
+        from basht.plan.job import ShaJob
+
+        planned = self.plan.job
+        job = ShaJob.from_experiment(self)
+        mine = (job.trials, job.min_budget, job.max_budget, job.eta)
+        if mine != (planned.trials, planned.min_budget, planned.max_budget, planned.eta):
+            raise _at(
+                "plan",
+                f"is for {planned.trials} trials over {planned.min_budget}..{planned.max_budget} "
+                f"epochs with eta {planned.eta}, but this file's job is {job.trials} trials over "
+                f"{job.min_budget}..{job.max_budget} with eta {job.eta}",
+            )
+        if len(self.plan.plan) != len(job.stages):
+            raise _at(
+                "plan",
+                f"gives {len(self.plan.plan)} stages, but the job has {len(job.stages)}",
             )
         return self
 
@@ -377,6 +456,10 @@ def load_experiment(path: str | Path) -> Experiment:
     except (json.JSONDecodeError, yaml.YAMLError) as err:
         kind = "JSON" if path.suffix == ".json" else "YAML"
         raise ExperimentError(f"{path}: not valid {kind}: {' '.join(str(err).split())}") from None
+    if isinstance(data, dict) and isinstance(data.get("plan"), str):
+        # A plan file named in the experiment is read next to it and kept in the run's record.
+        plan = Path(data["plan"])
+        data = {**data, "plan": read_plan(plan if plan.is_absolute() else path.parent / plan)}
     experiment = Experiment.from_dict(data, str(path))
     csv = experiment.measure.carbon.csv
     if csv is not None and not Path(csv).is_absolute():
@@ -385,6 +468,28 @@ def load_experiment(path: str | Path) -> Experiment:
         measure = experiment.measure.model_copy(update={"carbon": carbon})
         experiment = experiment.model_copy(update={"measure": measure})
     return experiment
+
+
+def read_plan(path: str | Path) -> dict[str, Any]:
+    """A plan file as `basht plan --json` writes it, read as JSON (checked with the experiment)."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ExperimentError(f"plan {path}: no such file") from None
+    except OSError as err:
+        raise ExperimentError(f"plan {path}: cannot read ({err.strerror})") from None
+    except json.JSONDecodeError as err:
+        raise ExperimentError(f"plan {path}: not valid JSON: {err}") from None
+    if not isinstance(data, dict):
+        raise ExperimentError(f"plan {path}: expected a mapping (from basht plan --json)")
+    return data
+
+
+def with_plan(experiment: Experiment, path: str | Path) -> Experiment:
+    """The experiment run on the elastic cluster of the plan at `path` (`basht run --plan`)."""
+    data = experiment.to_dict() | {"plan": read_plan(path)}
+    return Experiment.from_dict(data, f"{experiment.source} with plan {path}")
 
 
 _TAGS = {"float", "int", "choice", "list"}

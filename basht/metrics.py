@@ -7,7 +7,8 @@ d_i) and W the wasted trials (`measure.wasted_states`, by default failed, aborte
     TWH  = mean E_i over all trials, kWh (also total and median)
     CINT = Σ emissions_i / Σ E_i, gCO2eq/kWh (energy-weighted; a static intensity is itself)
     JCT  = deploy start to test end, ms (a resumed run adds up its attempts)
-    OC   = billed cost of the instance from deploy start to undeploy end, USD
+    OC   = billed cost of the instance from deploy start to undeploy end, USD (on a RubberBand
+           plan's elastic cluster: every instance's, from its request to its release)
     WTT  = Σ_{i∈W} d_i, ms;  WTE = Σ_{i∈W} E_i, kWh;  WTC = Σ_{i∈W} c_i, USD
     WR   = 100 × idle energy / node energy, % (idle = baseline + allocation + overhead)
 
@@ -24,9 +25,13 @@ from __future__ import annotations
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from basht.energy.monitor import IDLE_KINDS, UNMEASURED, source_label
 from basht.store import Store
+
+if TYPE_CHECKING:
+    from basht.energy.pricing import Price
 
 #: Trials whose compute counts as wasted: crashed, aborted, or stopped early by the pruner.
 DEFAULT_WASTED_STATES = ("failed", "aborted", "stopped")
@@ -70,11 +75,25 @@ def provisioned_s(store: Store, run_id: str) -> float:
     return sum(max(times) - min(times) for times in spans.values())
 
 
+def cluster_cost_usd(store: Store, run_id: str, price: Price) -> float:
+    """The bill of an elastic cluster: each instance from its request to its release, by the
+    provider's rule. One never released (a killed driver) is billed to the run's last phase."""
+    from basht.plan.cluster import billed_usd
+
+    phases = store.phases(run_id)
+    end = max((p.end for p in phases), default=0.0)
+    return billed_usd(
+        price,
+        [max(0.0, (i.released_at or end) - i.launched_at) for i in store.instances(run_id)],
+    )
+
+
 def compute_metrics(
     store: Store, run_id: str, wasted_states: tuple[str, ...] = DEFAULT_WASTED_STATES
 ) -> list[Metric]:
     from basht.energy.pricing import job_cost_usd, price_from_spec, trial_cost_usd
     from basht.experiment import Experiment
+    from basht.plan.cluster import plan_price
 
     run = store.get_run(run_id)
     spec = dict(store.get_experiment(run.experiment_id).spec)
@@ -83,6 +102,8 @@ def compute_metrics(
     price = price_from_spec(experiment.measure.price)
     cpus = experiment.resources.cpus_per_worker
     gpus = 1 if experiment.resources.accelerator == "gpu" else 0
+    if experiment.plan is not None:  # the plan's instances: a trial holds at least one GPU
+        price, gpus = plan_price(experiment.plan.price), 1
 
     trials = store.trials(run_id)
     accounts = store.energy_accounts(run_id)
@@ -125,7 +146,10 @@ def compute_metrics(
     jct_s = job_completion_s(store, run_id)
     if jct_s is not None:
         out.append(Metric("JCT", jct_s * 1000, "ms"))
-    out.append(Metric("OC", job_cost_usd(price, provisioned_s(store, run_id)), "USD"))
+    if experiment.plan is not None:
+        out.append(Metric("OC", cluster_cost_usd(store, run_id, price), "USD"))
+    else:
+        out.append(Metric("OC", job_cost_usd(price, provisioned_s(store, run_id)), "USD"))
     out.append(Metric("WTT", sum(durations[i] for i in wasted) * 1000, "ms"))
     if unmeasured:
         out.append(Metric("WTE", None, "kWh", UNMEASURED))

@@ -26,6 +26,7 @@ class RunContext:
     monitor: Any = None  # the node's EnergyMonitor, running from deploy to the end of test
     exporter: Any = None  # the live Prometheus exporter when measure.prometheus_port is set
     notes: dict[str, Any] = field(default_factory=dict)
+    attempt: int = 1  # 2, 3, ... after `basht resume`
 
 
 @dataclass

@@ -13,6 +13,7 @@ from basht.engine import LocalExecutor, RayExecutor, TrialTask, WorkloadRef
 from basht.engine.ray_meter import NodeMeters
 from basht.errors import BashtError
 from basht.experiment import Experiment
+from basht.plan.executor import PlanExecutor
 from basht.store import CheckpointRow, Store, TrialRow
 from basht.tune import Decision, Tuner, replay, trial_seed
 from basht.tune.base import Algorithm
@@ -32,14 +33,22 @@ class NativeSystem:
         self.ctx = ctx
         exp = ctx.experiment
         self.workload = WorkloadRef(exp.workload.name, dict(exp.workload.params), exp.seed)
-        self.executor: LocalExecutor | RayExecutor | None = None
+        self.executor: LocalExecutor | RayExecutor | PlanExecutor | None = None
         self.tuner: Tuner | None = None
         self._segment_start: dict[int, float] = {}
 
     def deploy(self) -> None:
         exp = self.ctx.experiment
         resources, engine = exp.resources, exp.engine
-        if exp.executor == "ray":
+        if exp.plan is not None:  # RubberBand: an elastic cluster that follows the plan
+            self.executor = PlanExecutor(
+                exp.plan,
+                resources.cpus_per_worker,
+                store=self.ctx.store,
+                run_id=self.ctx.run_id,
+                attempt=self.ctx.attempt,
+            )
+        elif exp.executor == "ray":
             self.executor = _ray_executor(exp, metered=self.ctx.monitor is not None)
         else:
             self.executor = LocalExecutor(
@@ -60,10 +69,14 @@ class NativeSystem:
             self.executor.resizable = self.can_checkpoint  # moving devices needs a checkpoint
             if self.ctx.monitor is not None:
                 self.executor.on_place = self.ctx.monitor.place
-        elif self.ctx.monitor is not None:
+        elif isinstance(self.executor, PlanExecutor) and self.ctx.monitor is not None:
+            monitor = self.ctx.monitor
+            self.executor.on_release = lambda workers: [monitor.leave(w) for w in workers]
+        elif isinstance(self.executor, RayExecutor) and self.ctx.monitor is not None:
             self.ctx.monitor.elsewhere = self.executor.meters  # other nodes' energy, pulled
         exp = self.ctx.experiment
-        self.algorithm = make_algorithm(exp, self.can_checkpoint)
+        # A plan is for one bracket of all the job's trials, as `basht plan` planned it.
+        self.algorithm = make_algorithm(exp, self.can_checkpoint, one_bracket=exp.plan is not None)
         self.ctx.store.update_run(self.ctx.run_id, algorithm=describe(exp, self.algorithm))
         self.restored: tuple[list[RestoredTrial], int] | None = None
         if self.ctx.resume:

@@ -134,6 +134,7 @@ def _execute(
     system_factory: Callable[[RunContext], SystemUnderTest] | None = None,
 ) -> RunResult:
     store, run_id, results_dir = ctx.store, ctx.run_id, ctx.results_dir
+    ctx.attempt = attempt
     log.info("run %s (attempt %d): results in %s", run_id, attempt, results_dir)
 
     def record(timing: Timing) -> None:

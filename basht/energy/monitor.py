@@ -374,7 +374,13 @@ class EnergyMonitor:
         """Slot `slot` now holds these GPU components (e.g. {"gpu:0": 0.5}): placement moved it."""
         with self._lock:
             self._at_boundary()
-            self._slots[slot].gpus = dict(gpus)
+            self._slot(slot).gpus = dict(gpus)
+
+    def _slot(self, slot: int) -> _Slot:
+        """Slot `slot`, made if the pool has grown past it (an elastic cluster adds workers)."""
+        while len(self._slots) <= slot:
+            self._slots.append(_Slot(remote=not self.slots_here))
+        return self._slots[slot]
 
     def _process(self, pid: int) -> psutil.Process:
         """One psutil handle per worker process: making one reads /proc, and workers persist."""
@@ -400,7 +406,7 @@ class EnergyMonitor:
         too, and its energy is neither a trial's nor idle.
         """
         with self._lock:
-            s = self._slots[slot]
+            s = self._slot(slot)
             # The test phase runs once and may be shorter than 50 ms: it always gets its own.
             self._at_boundary(always=kind != "trial" or s.kind != "trial")
             # "Nothing runs here now" (no pid, no trial) leaves the worker as it was: what it
@@ -424,7 +430,7 @@ class EnergyMonitor:
         """Slot `slot`'s worker has left this node (lost, or started again on another)."""
         with self._lock:
             self._at_boundary()
-            s = self._slots[slot]
+            s = self._slot(slot)
             s.hand_over(time.time(), self._at)
             s.pid = s.trial = s.process = None
             s.cpu_s, s.remote = 0.0, True

@@ -148,6 +148,7 @@ class LocalExecutor:
         self._slots: list[_Slot] = []
         self._setup_ref: WorkloadRef | None = None
         self._pending: list[TrialEvent] = []
+        self._next_index = workers  # a worker added later gets an index never used before
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -202,22 +203,53 @@ class LocalExecutor:
     def setup(self, ref: WorkloadRef) -> None:
         """Hand the workload to every worker; each imports it and prepares its data once."""
         self._setup_ref = ref
-        for slot in self._slots:
+        self._set_up(self._slots, ref)
+
+    def _set_up(self, slots: Sequence[_Slot], ref: WorkloadRef) -> None:
+        for slot in slots:
             slot.conn.send(("setup", ref))
-        for slot in self._slots:
+        for slot in slots:
             _, index, error = slot.conn.recv()
             if error:
                 raise BashtError(
                     f"workload {ref.name!r} failed to set up on worker {index}: {error}"
                 )
 
+    def add_workers(self, count: int) -> list[int]:
+        """Start `count` more workers (set up with the workload, if there is one yet) and return
+        their indexes, which no earlier worker had: an elastic cluster grows at a barrier."""
+        fresh = [self._spawn(self._next_index + i) for i in range(count)]
+        self._next_index += count
+        self._slots.extend(fresh)  # shut down with the rest, even if one fails to start
+        for slot in fresh:
+            self._await_ready(slot)
+        if self._setup_ref is not None:
+            self._set_up(fresh, self._setup_ref)
+        self.workers = len(self._slots)
+        return [slot.index for slot in fresh]
+
+    def remove_workers(self, indexes: Sequence[int], timeout_s: float = 5.0) -> None:
+        """Stop these idle workers (an elastic cluster shrinks at a barrier)."""
+        leaving = [slot for slot in self._slots if slot.index in set(indexes)]
+        busy = [slot.index for slot in leaving if slot.trial_id is not None]
+        if busy:
+            raise BashtError(f"workers {busy} still run a trial; they cannot be removed")
+        self._slots = [slot for slot in self._slots if slot not in leaving]
+        self.workers = len(self._slots)
+        self._stop(leaving, timeout_s)
+
     def shutdown(self, timeout_s: float = 5.0) -> None:
         """Ask each worker to exit; kill what does not. Safe to call twice."""
-        for slot in self._slots:
+        slots, self._slots = self._slots, []
+        self._stop(slots, timeout_s)
+
+    @staticmethod
+    def _stop(slots: Sequence[_Slot], timeout_s: float) -> None:
+        for slot in slots:
             with contextlib.suppress(OSError):
                 slot.conn.send(("exit",))
         deadline = time.monotonic() + timeout_s
-        for slot in self._slots:
+        for slot in slots:
             if slot.trial_id is not None:
                 slot.process.kill()  # mid-trial: its state is already recorded as aborted
             slot.process.join(max(0.0, deadline - time.monotonic()))
@@ -225,7 +257,6 @@ class LocalExecutor:
                 slot.process.kill()
                 slot.process.join(1.0)
             slot.conn.close()
-        self._slots = []
 
     # -- trials -----------------------------------------------------------------------------
 
@@ -247,10 +278,12 @@ class LocalExecutor:
     def worker_of(self, trial_id: int) -> int:
         return self._slot_of(trial_id).index
 
-    def submit(self, task: TrialTask) -> int:
-        slot = next((s for s in self._slots if s.trial_id is None), None)
+    def submit(self, task: TrialTask, worker: int | None = None) -> int:
+        """Start `task` on an idle worker (this one, if given); returns the worker's index."""
+        idle = (s for s in self._slots if s.trial_id is None and worker in (None, s.index))
+        slot = next(idle, None)
         if slot is None:
-            raise BashtError("no idle worker")
+            raise BashtError("no idle worker" if worker is None else f"worker {worker} is busy")
         if self.devices:
             load = self._loads[task.trial_id] = _Load(task.target_budget, task.start_epoch)
             self._replan()

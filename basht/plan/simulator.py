@@ -51,6 +51,15 @@ class Layout:
     waves: int
 
 
+def stage_layout(stage: Stage, instances: int, gpus_per_instance: int) -> Layout:
+    """Every trial the same power-of-two GPUs on one instance, as many as the stage's GPUs
+    allow (at most an instance's); more trials than slots run in waves."""
+    share = min(gpus_per_instance, (instances * gpus_per_instance) // stage.trials)
+    gpus = 1 << (share.bit_length() - 1) if share >= 1 else 1
+    slots = instances * (gpus_per_instance // gpus)
+    return Layout(gpus, slots, math.ceil(stage.trials / slots))
+
+
 class Simulator:
     """`sim(plan)` -> Estimate, cached per plan; `calls` counts the plans simulated."""
 
@@ -84,11 +93,7 @@ class Simulator:
         return self._levels[stage_index]
 
     def layout(self, stage: Stage, instances: int) -> Layout:
-        per_instance = self.profile.gpus_per_instance
-        share = min(per_instance, (instances * per_instance) // stage.trials)
-        gpus = 1 << (share.bit_length() - 1) if share >= 1 else 1
-        slots = instances * (per_instance // gpus)
-        return Layout(gpus, slots, math.ceil(stage.trials / slots))
+        return stage_layout(stage, instances, self.profile.gpus_per_instance)
 
     def __call__(self, plan: Plan) -> Estimate:
         plan = tuple(int(m) for m in plan)

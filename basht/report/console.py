@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console, Group
 from rich.table import Table
 
+from basht.report.plan import cluster_tables
 from basht.store import RunRow
 
 
@@ -66,6 +67,8 @@ def result_tables(summary: dict[str, Any]) -> Group:
     for name, m in summary["metrics"].items():
         metrics.add_row(name, _fmt(m["value"]), m["unit"], m["source"] or "")
     parts: list[Any] = [head, phases]
+    if summary.get("cluster"):
+        parts.append(cluster_tables(summary["cluster"]))
     if summary["metrics"]:
         parts.append(metrics)
     if summary.get("energy"):

@@ -8,7 +8,9 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
+from basht.energy.pricing import Price, job_cost_usd
 from basht.plan import PlanResult, Profile, ShaJob
+from basht.store import Store
 
 
 def _minutes(seconds: float) -> str:
@@ -80,10 +82,25 @@ def plan_summary(result: PlanResult) -> str:
     )
 
 
+def plan_price(price: Price) -> dict[str, Any]:
+    """What `basht run --plan` needs to bill the instances it runs: price, size, billing rule."""
+    return {
+        "usd_per_hour": price.usd_per_hour,
+        "gpus": price.gpus,
+        "vcpus": price.vcpus,
+        "increment_s": price.rule.increment_s,
+        "minimum_s": price.rule.minimum_s,
+        "rule": price.rule.name,
+        "provider": price.provider,
+        "instance": price.instance,
+    }
+
+
 def plan_json(result: PlanResult, job: ShaJob, profile: Profile) -> dict[str, Any]:
     return {
         "job": asdict(job) | {"stages": [asdict(s) for s in job.stages]},
         "instance": profile.price.describe(),
+        "price": plan_price(profile.price),
         "profile_source": profile.source,
         "deadline_s": result.deadline_s,
         "confidence": result.confidence,
@@ -95,3 +112,94 @@ def plan_json(result: PlanResult, job: ShaJob, profile: Profile) -> dict[str, An
         "static_over_plan_cost": result.saving,
         "plans_simulated": result.simulations,
     }
+
+
+def cluster_summary(store: Store, run_id: str, spec: dict[str, Any]) -> dict[str, Any] | None:
+    """How a run on a plan's elastic cluster went, beside what the plan estimated: each stage's
+    instances and time, each instance's start-up, life and bill, the job's time and cost."""
+    plan = spec.get("plan")
+    if not plan:
+        return None
+    from basht.experiment import PlanSpec
+    from basht.plan.cluster import plan_price
+
+    planned = PlanSpec.model_validate(plan)
+    price = plan_price(planned.price)
+    stages, instances = store.stages(run_id), store.instances(run_id)
+    phases = store.phases(run_id)
+    end = max((p.end for p in phases), default=0.0)
+    spans: dict[int, list[float]] = {}
+    for row in stages:
+        spans.setdefault(row.attempt, []).extend(
+            t for t in (row.started_at, row.ended_at) if t is not None
+        )
+    billed = []
+    for row in instances:
+        life = max(0.0, (row.released_at or end) - row.launched_at)
+        billed.append(
+            {
+                "instance": row.number,
+                "attempt": row.attempt,
+                "stage": row.stage,
+                "startup_s": None if row.ready_at is None else row.ready_at - row.launched_at,
+                "lifetime_s": life,
+                "billed_usd": job_cost_usd(price, life),
+            }
+        )
+    estimate = planned.estimate
+    return {
+        "instance": planned.instance or price.describe(),
+        "plan": list(planned.plan),
+        "deadline_s": planned.deadline_s,
+        "confidence": planned.confidence,
+        "jct_s": sum(max(t) - min(t) for t in spans.values() if t),
+        "cost_usd": sum(i["billed_usd"] for i in billed),
+        "estimate": None if estimate is None else estimate.model_dump(),
+        "stages": [
+            {
+                "stage": row.stage,
+                "attempt": row.attempt,
+                "planned_instances": planned.plan[row.stage],
+                "instances": row.instances,
+                "gpus_per_trial": row.gpus_per_trial,
+                "slots": row.slots,
+                "duration_s": None if row.ended_at is None else row.ended_at - row.started_at,
+            }
+            for row in stages
+        ],
+        "instances": billed,
+    }
+
+
+def cluster_tables(cluster: dict[str, Any]) -> Group:
+    """The run's stages on the plan's cluster, and its time and bill against the estimate."""
+    stages = Table(title="elastic cluster: the plan's stages as run", title_justify="left")
+    for column in ("stage", "instances", "GPUs per trial", "at once", "seconds"):
+        stages.add_column(column, justify="right")
+    for row in cluster["stages"]:
+        seconds = row["duration_s"]
+        stages.add_row(
+            str(row["stage"]),
+            str(row["instances"]),
+            str(row["gpus_per_trial"]),
+            str(row["slots"]),
+            "-" if seconds is None else f"{seconds:.1f}",
+        )
+    totals = Table(show_header=True, box=None, pad_edge=False)
+    totals.add_column("")
+    totals.add_column("JCT (s)", justify="right")
+    totals.add_column("cost (USD)", justify="right")
+    totals.add_row("this run", f"{cluster['jct_s']:.1f}", f"{cluster['cost_usd']:.4f}")
+    if (estimate := cluster["estimate"]) is not None:
+        totals.add_row(
+            "plan's estimate (mean)", f"{estimate['jct_s']:.1f}", f"{estimate['cost_usd']:.4f}"
+        )
+    if cluster["deadline_s"] is not None:
+        totals.add_row("deadline", f"{cluster['deadline_s']:.1f}", "")
+    launched = len(cluster["instances"])
+    note = (
+        f"{launched} instance{'s' if launched != 1 else ''} of {cluster['instance']}; "
+        "instances are emulated on this machine (worker processes, one per GPU, billed at the "
+        "instance type's price), so times are this machine's, not the instance type's"
+    )
+    return Group(stages, totals, note)

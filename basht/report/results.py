@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from basht.energy.monitor import J_PER_KWH
+from basht.report.plan import cluster_summary
 from basht.report.runstats import energy_by_node
 from basht.store import Store
 
@@ -79,6 +80,8 @@ def build_summary(store: Store, run_id: str) -> dict[str, Any]:
             }
             for row in energy_by_node(store, run.id)
         ],
+        # A run on a RubberBand plan's elastic cluster: its stages and bill against the plan.
+        "cluster": cluster_summary(store, run.id, experiment.spec),
     }
 
 

@@ -36,10 +36,12 @@ from basht.store.schema import (
     DecisionRow,
     EnergyAccountRow,
     ExperimentRow,
+    InstanceRow,
     MetricRow,
     PhaseRow,
     PowerSampleRow,
     RunRow,
+    StageRow,
     TrialReportRow,
     TrialRow,
 )
@@ -277,6 +279,68 @@ class Store:
         with self.session() as s:
             return s.scalars(
                 select(PhaseRow).where(PhaseRow.run_id == run_id).order_by(PhaseRow.id)
+            ).all()
+
+    # -- instances (elastic clusters) -------------------------------------------------------
+
+    def add_instance(
+        self,
+        run_id: str,
+        number: int,
+        stage: int,
+        workers: Sequence[int],
+        launched_at: float,
+        ready_at: float | None = None,
+        attempt: int = 1,
+    ) -> None:
+        self._write(
+            insert(InstanceRow).values(
+                run_id=run_id,
+                number=number,
+                stage=stage,
+                attempt=attempt,
+                workers=list(workers),
+                launched_at=launched_at,
+                ready_at=ready_at,
+            )
+        )
+
+    def update_instance(self, run_id: str, number: int, attempt: int, **values: Any) -> None:
+        """Set `ready_at` or `released_at` of a run's instance."""
+        self._write(
+            update(InstanceRow)
+            .where(
+                InstanceRow.run_id == run_id,
+                InstanceRow.number == number,
+                InstanceRow.attempt == attempt,
+            )
+            .values(**values)
+        )
+
+    def instances(self, run_id: str) -> Sequence[InstanceRow]:
+        with self.session() as s:
+            return s.scalars(
+                select(InstanceRow)
+                .where(InstanceRow.run_id == run_id)
+                .order_by(InstanceRow.attempt, InstanceRow.number)
+            ).all()
+
+    def add_stage(self, run_id: str, attempt: int = 1, **values: Any) -> None:
+        self._write(insert(StageRow).values(run_id=run_id, attempt=attempt, **values))
+
+    def end_stage(self, run_id: str, stage: int, attempt: int, ended_at: float) -> None:
+        self._write(
+            update(StageRow)
+            .where(StageRow.run_id == run_id, StageRow.stage == stage, StageRow.attempt == attempt)
+            .values(ended_at=ended_at)
+        )
+
+    def stages(self, run_id: str) -> Sequence[StageRow]:
+        with self.session() as s:
+            return s.scalars(
+                select(StageRow)
+                .where(StageRow.run_id == run_id)
+                .order_by(StageRow.attempt, StageRow.started_at)
             ).all()
 
     # -- trials -----------------------------------------------------------------------------

@@ -159,6 +159,39 @@ class EnergyAccountRow(Base):
     emissions_g: Mapped[float] = mapped_column(Float)
 
 
+class InstanceRow(Base):
+    """An instance of an elastic cluster (a RubberBand plan): when it was asked for, ready and
+    released, which is what the provider bills. `released_at` is empty while it lives."""
+
+    __tablename__ = "instance"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("run.id"), index=True)
+    number: Mapped[int] = mapped_column(Integer)  # 0, 1, ... within the run, in launch order
+    stage: Mapped[int] = mapped_column(Integer)  # the plan's stage it was launched for
+    attempt: Mapped[int] = mapped_column(Integer, default=1)
+    workers: Mapped[list[Any]] = mapped_column(JSON)  # the worker indexes it holds
+    launched_at: Mapped[float] = mapped_column(Float)  # unix time, seconds
+    ready_at: Mapped[float | None] = mapped_column(Float)
+    released_at: Mapped[float | None] = mapped_column(Float)
+
+
+class StageRow(Base):
+    """A stage of a job run on an elastic cluster: its instances, layout and when it ran."""
+
+    __tablename__ = "stage"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("run.id"), index=True)
+    stage: Mapped[int] = mapped_column(Integer)
+    attempt: Mapped[int] = mapped_column(Integer, default=1)
+    instances: Mapped[int] = mapped_column(Integer)
+    gpus_per_trial: Mapped[int] = mapped_column(Integer)
+    slots: Mapped[int] = mapped_column(Integer)  # trials that run at once
+    started_at: Mapped[float] = mapped_column(Float)  # its barrier: instances asked for
+    ended_at: Mapped[float | None] = mapped_column(Float)  # its last trial ended
+
+
 class MetricRow(Base):
     __tablename__ = "metric"
 

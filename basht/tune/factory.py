@@ -9,8 +9,11 @@ from basht.tune.basic import FullBudgetSearch
 from basht.tune.hyperband import SHA, Hyperband
 
 
-def make_algorithm(experiment: Experiment, can_checkpoint: bool = True) -> Algorithm:
-    """`pruner: asha` (and async-hyperband) promote when the workload can checkpoint, else stop."""
+def make_algorithm(
+    experiment: Experiment, can_checkpoint: bool = True, one_bracket: bool = False
+) -> Algorithm:
+    """`pruner: asha` (and async-hyperband) promote when the workload can checkpoint, else stop.
+    `one_bracket`: SHA runs all `max_trials` in one bracket (the job a RubberBand plan is for)."""
     search = experiment.search
     common = {
         "metric": search.metric,
@@ -30,7 +33,8 @@ def make_algorithm(experiment: Experiment, can_checkpoint: bool = True) -> Algor
     if search.pruner == "async-hyperband":
         return AsyncHyperband(space, variant=variant, **budgets, **common)
     if search.pruner == "sha":
-        return SHA(space, **budgets, **common)
+        n_configs = search.max_trials if one_bracket else None
+        return SHA(space, n_configs=n_configs, **budgets, **common)
     return Hyperband(space, **budgets, **common)
 
 

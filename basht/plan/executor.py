@@ -1,0 +1,217 @@
+"""RubberBand's executor: a synchronous SHA job run on a cluster that follows its plan.
+
+Three parts, as in the paper. The scheduler knows which stage a trial belongs to from the budget
+it trains to (the stage's rung); when the first trial of the next stage comes, every trial of
+this one has ended (the barrier), and the cluster manager scales to the plan's count for the next
+stage (`cluster.Cluster`). The placement controller gives each trial the stage's GPUs per trial
+on one instance, packing trials onto the fewest instances (the fullest one with room first), so
+that whole instances are free to release.
+
+The executor runs trials; it never sees the algorithm (SHA decides, the executor only follows
+the budgets it hands out). Every instance and stage is written to the store as it happens.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from basht.engine.local import LocalExecutor
+from basht.engine.messages import TrialEvent, TrialTask, WorkloadRef
+from basht.errors import BashtError
+from basht.plan.cluster import Cluster, Instance, LocalProvider, plan_price
+from basht.plan.job import ShaJob
+from basht.plan.simulator import Layout, stage_layout
+
+if TYPE_CHECKING:
+    from basht.experiment import PlanSpec
+    from basht.store import Store
+
+_ENDINGS = frozenset(("completed", "paused", "stopped", "failed"))
+
+
+class PlanExecutor:
+    """Runs trials on the instances the plan gives each stage, with its GPUs per trial."""
+
+    def __init__(
+        self,
+        spec: PlanSpec,
+        threads_per_gpu: int = 1,
+        *,
+        store: Store | None = None,
+        run_id: str | None = None,
+        attempt: int = 1,
+        clock: Callable[[], float] = time.time,
+    ):
+        job = spec.job
+        self.job = ShaJob(job.trials, job.min_budget, job.max_budget, job.eta)
+        self.plan = tuple(spec.plan)
+        self.threads_per_gpu = threads_per_gpu
+        self.local = LocalExecutor(0, threads_per_gpu)
+        self.provider = LocalProvider(self.local, spec.price.gpus)
+        self.provider.check(self.plan)
+        self.cluster = Cluster(self.provider, plan_price(spec.price), self._record, clock)
+        self.store, self.run_id, self.attempt, self.clock = store, run_id, attempt, clock
+        self.stage: int | None = None
+        self.layout: Layout | None = None
+        self._placed: dict[int, tuple[int, Instance]] = {}  # trial -> (worker, instance)
+        self._pending: list[TrialEvent] = []
+        self.resizable = True
+        # Told the workers of each released instance (the energy monitor stops counting them).
+        self.on_release: Callable[[tuple[int, ...]], None] | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Deploy: the first stage's instances, ready to take the workload."""
+        self.local.start()
+        self._enter(0)
+
+    def setup(self, ref: WorkloadRef) -> None:
+        self.local.setup(ref)  # instances launched later set it up as they start
+
+    def shutdown(self, timeout_s: float = 5.0) -> None:
+        try:
+            if self.stage is not None and self.store is not None:
+                self._end_stage()
+            self.cluster.release_all()
+        finally:
+            self.local.shutdown(timeout_s)
+
+    # -- the scheduler ----------------------------------------------------------------------
+
+    def stage_of(self, task: TrialTask) -> int:
+        try:
+            return self.job.rungs.index(task.target_budget)  # type: ignore[arg-type]
+        except ValueError:
+            raise BashtError(
+                f"trial {task.trial_id} trains to {task.target_budget} epochs, which is no stage "
+                f"of the plan's job (rungs {list(self.job.rungs)})"
+            ) from None
+
+    def _enter(self, stage: int) -> None:
+        if self.stage is not None:
+            self._end_stage()
+        started = self.clock()
+        self.cluster.scale_to(self.plan[stage], stage)
+        self.stage = stage
+        self.layout = stage_layout(self.job.stages[stage], self.plan[stage], self.provider.gpus)
+        if self.store is not None and self.run_id is not None:
+            self.store.add_stage(
+                self.run_id,
+                self.attempt,
+                stage=stage,
+                instances=self.plan[stage],
+                gpus_per_trial=self.layout.gpus_per_trial,
+                slots=self.layout.slots,
+                started_at=started,
+            )
+
+    def _end_stage(self) -> None:
+        if self.store is not None and self.run_id is not None and self.stage is not None:
+            self.store.end_stage(self.run_id, self.stage, self.attempt, self.clock())
+
+    def _barrier(self) -> None:
+        """Wait until every trial of this stage has ended (their pauses are being written)."""
+        while self._placed:
+            for event in self.local.poll(1.0):
+                if event.kind == "report":
+                    raise BashtError(
+                        f"trial {event.trial_id} of stage {self.stage} still trains while the "
+                        "next stage starts: the plan needs synchronous SHA (one bracket)"
+                    )
+                self._forget(event)
+                self._pending.append(event)
+
+    # -- the placement controller -----------------------------------------------------------
+
+    def _per_instance(self) -> int:
+        assert self.layout is not None
+        return self.provider.gpus // self.layout.gpus_per_trial
+
+    def _free(self, instance: Instance) -> int:
+        used = sum(1 for _, held in self._placed.values() if held is instance)
+        return self._per_instance() - used
+
+    @property
+    def idle_workers(self) -> int:
+        """Trials that can start now: free places of this stage's layout."""
+        return sum(self._free(instance) for instance in self.cluster.live)
+
+    def submit(self, task: TrialTask) -> int:
+        stage = self.stage_of(task)
+        if stage != self.stage:
+            self._barrier()
+            self._enter(stage)
+        assert self.layout is not None
+        with_room = [i for i in self.cluster.live if self._free(i) > 0]
+        if not with_room:
+            raise BashtError("no free place on the cluster")
+        instance = min(with_room, key=lambda i: (self._free(i), i.number))
+        busy = {worker for worker, _ in self._placed.values()}
+        worker = next(w for w in instance.workers if w not in busy)
+        threads = self.layout.gpus_per_trial * self.threads_per_gpu
+        self.local.submit(replace(task, threads=threads), worker=worker)
+        self._placed[task.trial_id] = (worker, instance)
+        return worker
+
+    def _forget(self, event: TrialEvent) -> None:
+        if event.kind in _ENDINGS:
+            self._placed.pop(event.trial_id, None)
+
+    # -- the rest is the local executor's ---------------------------------------------------
+
+    def command(self, trial_id: int, command: str, path: str | None = None) -> None:
+        self.local.command(trial_id, command, path)
+
+    def poll(self, timeout_s: float | None = None) -> list[TrialEvent]:
+        if self._pending:
+            events, self._pending = self._pending, []
+            return events
+        events = self.local.poll(timeout_s)
+        for event in events:
+            self._forget(event)
+        return events
+
+    def pid_of(self, worker: int) -> int | None:
+        return self.local.pid_of(worker)
+
+    def worker_of(self, trial_id: int) -> int:
+        return self.local.worker_of(trial_id)
+
+    def first_idle(self) -> int | None:
+        return self.local.first_idle()
+
+    def run_test(self, task: TrialTask, budget: int, timeout_s: float | None = None) -> TrialEvent:
+        return self.local.run_test(task, budget, timeout_s)
+
+    # -- the record -------------------------------------------------------------------------
+
+    def _record(self, instance: Instance, what: str) -> None:
+        if what == "released" and self.on_release is not None:
+            self.on_release(instance.workers)
+        if self.store is None or self.run_id is None:
+            return
+        if what == "launched":
+            self.store.add_instance(
+                self.run_id,
+                instance.number,
+                instance.stage,
+                instance.workers,
+                instance.launched_at,
+                attempt=self.attempt,
+            )
+        elif what == "ready":
+            self.store.update_instance(
+                self.run_id,
+                instance.number,
+                self.attempt,
+                workers=list(instance.workers),
+                ready_at=instance.ready_at,
+            )
+        else:
+            self.store.update_instance(
+                self.run_id, instance.number, self.attempt, released_at=instance.released_at
+            )

@@ -1,0 +1,196 @@
+"""RubberBand's executor: the cluster follows the plan stage by stage, bills every instance for
+its life, packs trials onto instances; a real `basht run --plan` on this machine's processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from basht.energy.pricing import AWS_LINUX, Price
+from basht.errors import BashtError, ExperimentError
+from basht.experiment import load_experiment
+from basht.plan.cluster import Cluster, LocalProvider
+from basht.store import Store
+from tests.cli import basht
+
+ROOT = Path(__file__).resolve().parents[2]
+PRICE = Price(usd_per_hour=3.6, vcpus=8, gpus=2, rule=AWS_LINUX)  # 0.001 USD a second
+
+
+class FakeProvider:
+    """Instances with made-up worker indexes; `fail` makes the next launch fail."""
+
+    gpus = 2
+
+    def __init__(self) -> None:
+        self.next, self.released, self.fail = 0, [], False
+
+    def launch(self, count: int) -> list[tuple[int, ...]]:
+        if self.fail:
+            raise BashtError("worker 9 did not start")
+        out = [(self.next + 2 * i, self.next + 2 * i + 1) for i in range(count)]
+        self.next += 2 * count
+        return out
+
+    def release(self, workers) -> None:
+        self.released.append(tuple(workers))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_cluster_releases_the_newest_and_bills_each_instance_for_its_life():
+    provider, clock, heard = FakeProvider(), Clock(), []
+    cluster = Cluster(provider, PRICE, lambda i, what: heard.append((i.number, what)), clock)
+    cluster.scale_to(3, stage=0)
+    clock.now += 100
+    cluster.scale_to(1, stage=1)  # instances 2 and 1 go, newest first
+    assert provider.released == [(4, 5), (2, 3)]
+    clock.now += 30
+    cluster.scale_to(2, stage=2)  # one new instance, numbered after all before it
+    assert [i.number for i in cluster.live] == [0, 3]
+    clock.now += 20
+    cluster.release_all()
+    lives = [i.lifetime_s(clock.now) for i in cluster.history]
+    assert lives == [150, 100, 100, 20]
+    # per second with a 60 s minimum: 150 + 100 + 100 + 60 s at 0.001 USD/s
+    assert cluster.bill_usd() == pytest.approx(0.41)
+    assert heard[:6] == [(n, "launched") for n in range(3)] + [(n, "ready") for n in range(3)]
+    assert (3, "released") in heard and (0, "released") in heard
+
+
+def test_an_instance_that_never_starts_is_billed_until_then_and_the_error_stands():
+    provider, clock = FakeProvider(), Clock()
+    cluster = Cluster(provider, PRICE, clock=clock)
+    cluster.scale_to(1, stage=0)
+    provider.fail = True
+    with pytest.raises(BashtError, match="did not start"):
+        cluster.scale_to(2, stage=1)
+    assert [i.number for i in cluster.live] == [0]
+    assert cluster.history[1].released_at == clock.now
+
+
+def test_the_local_provider_refuses_more_processes_than_the_machine_should_hold():
+    provider = LocalProvider(workers=None, gpus=4, max_workers=8)  # type: ignore[arg-type]
+    provider.check([2, 1, 1])
+    with pytest.raises(BashtError, match=r"3 instances x 4 GPUs.*--max-instances 2"):
+        provider.check([3, 1, 1])
+
+
+# -- the plan and the experiment ------------------------------------------------------------
+
+EXPERIMENT = {
+    "name": "sha-9",
+    "seed": 0,
+    "workload": {"name": "digits-mlp"},
+    "space": {
+        "lr": {"type": "float", "low": 1.0e-3, "high": 0.1, "log": True},
+        "hidden": {"type": "int", "low": 32, "high": 128, "log": True},
+    },
+    "search": {
+        "pruner": "sha",
+        "metric": "accuracy",
+        "min_budget": 1,
+        "max_budget": 9,
+        "eta": 3,
+        "max_trials": 9,
+    },
+}
+PROFILE = {
+    "instance": {"usd_per_hour": 3.6, "gpus": 2, "provider": "aws", "name": "local-2"},
+    "epoch_s": {1: [0.3, 0.32, 0.35, 0.4]},
+    "scaling": 0.6,
+    "startup_s": [1.0, 1.5],
+    "source": "rough local numbers",
+}
+
+
+def _basht(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return basht(*args, cwd=cwd)
+
+
+def _write(tmp_path: Path, experiment: dict) -> Path:
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(experiment))
+    return path
+
+
+@pytest.fixture
+def planned(tmp_path) -> Path:
+    """The experiment and a plan of (3, 1, 2) instances made by `basht plan`, edited to
+    scale down and up (the greedy plan for so small a job keeps one count)."""
+    _write(tmp_path, EXPERIMENT | {"store": f"sqlite:///{tmp_path / 'basht.db'}"})
+    (tmp_path / "profile.yaml").write_text(yaml.safe_dump(PROFILE))
+    proc = _basht(
+        "plan", "exp.yaml", "--profile", "profile.yaml", "--deadline", "1m",
+        "--max-instances", "3", "--json", "plan.json", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    plan["plan"] = [3, 1, 2]
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    return tmp_path
+
+
+def test_a_plan_must_be_for_the_files_job_and_run_where_it_can(planned):
+    plan = json.loads((planned / "plan.json").read_text())
+    wrong = [
+        ({"search": {**EXPERIMENT["search"], "max_trials": 27}}, "is for 9 trials over 1..9"),
+        ({"search": {**EXPERIMENT["search"], "pruner": "asha"}}, "synchronous SHA job"),
+        ({"executor": "ray"}, "executor: local"),
+        ({"plan": plan | {"plan": [1, 1]}}, "gives 2 stages, but the job has 3"),
+        ({"plan": "missing.json"}, "plan .*missing.json: no such file"),
+    ]
+    for change, message in wrong:
+        path = _write(planned, EXPERIMENT | {"plan": "plan.json"} | change)
+        with pytest.raises(ExperimentError, match=message):
+            load_experiment(path)
+    # A plan file named in the experiment is read next to it, wherever basht runs from.
+    experiment = load_experiment(_write(planned, EXPERIMENT | {"plan": "plan.json"}))
+    assert experiment.plan is not None and experiment.plan.plan == [3, 1, 2]
+
+
+def test_basht_run_follows_the_plan_stage_by_stage_and_bills_its_instances(planned):
+    proc = _basht("run", "exp.yaml", "--plan", "plan.json", "-q", cwd=planned)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert "elastic cluster" in proc.stdout and "plan's estimate" in proc.stdout
+    store = Store(f"sqlite:///{planned / 'basht.db'}", create=False)
+    (run,) = store.list_runs()
+    stages = store.stages(run.id)
+    assert [(s.stage, s.instances, s.gpus_per_trial, s.slots) for s in stages] == [
+        (0, 3, 1, 6),
+        (1, 1, 1, 2),
+        (2, 2, 2, 2),
+    ]
+    assert all(s.ended_at is not None and s.ended_at >= s.started_at for s in stages)
+    instances = store.instances(run.id)
+    assert [(i.number, i.stage) for i in instances] == [(0, 0), (1, 0), (2, 0), (3, 2)]
+    assert all(len(i.workers) == 2 and i.ready_at >= i.launched_at for i in instances)
+    by_number = {i.number: i for i in instances}
+    # Instances 1 and 2 were released at stage 1's barrier; 0 and the new 3 at the end.
+    for number in (1, 2):
+        assert by_number[number].released_at == pytest.approx(stages[1].started_at, abs=5)
+    for number in (0, 3):
+        assert by_number[number].released_at >= stages[2].ended_at
+    # Packing: stage 1's trials and the last trial ran on instance 0, the fullest with room.
+    trials = store.trials(run.id)
+    assert len(trials) == 9 and sum(t.state == "completed" for t in trials) == 1
+    survivors = [t for t in trials if t.budget >= 3]
+    assert len(survivors) == 3 and all(t.worker in by_number[0].workers for t in survivors)
+    # The run's cost is the instances' bill, each for its life by the 60 s minimum.
+    summary = json.loads((planned / run.results_dir / "results.json").read_text())
+    cluster = summary["cluster"]
+    lives = [i["lifetime_s"] for i in cluster["instances"]]
+    expected = sum(max(60, -(-life // 1)) for life in lives) * 3.6 / 3600
+    assert cluster["cost_usd"] == pytest.approx(expected, rel=1e-6)
+    assert summary["metrics"]["OC"]["value"] == pytest.approx(cluster["cost_usd"], rel=1e-6)
+    assert cluster["estimate"]["cost_usd"] > 0 and cluster["plan"] == [3, 1, 2]
