@@ -15,23 +15,13 @@ import pytest
 import yaml
 
 from basht.store import Store
+from tests.cli import basht as _basht
+from tests.cli import cli_env
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
-
-
-def _basht(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "basht.cli", *args],
-        cwd=cwd,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+_env = cli_env
 
 
 def test_basht_run_writes_store_and_results(spec, write_spec, tmp_path):

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from basht.experiment import Experiment
 from basht.report.compare import Row, compare_rows
 from basht.report.comparison import Comparison, load_comparison
 from basht.store import Store
+from tests import cli
 from tests.conftest import BASE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,15 +33,7 @@ TARGET = 0.2  # the sleep curve's better configurations pass it at their second 
 
 
 def basht(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
-    return subprocess.run(
-        [sys.executable, "-m", "basht.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return cli.basht(*args, cwd=cwd, timeout=600)
 
 
 @dataclass

@@ -58,6 +58,7 @@ class PlanExecutor:
         self.layout: Layout | None = None
         self._placed: dict[int, tuple[int, Instance]] = {}  # trial -> (worker, instance)
         self._pending: list[TrialEvent] = []
+        self._last_end: float | None = None  # when the last running trial ended
         self.resizable = True
         # Told the workers of each released instance (the energy monitor stops counting them).
         self.on_release: Callable[[tuple[int, ...]], None] | None = None
@@ -95,6 +96,7 @@ class PlanExecutor:
         if self.stage is not None:
             self._end_stage()
         started = self.clock()
+        self._last_end = None
         self.cluster.scale_to(self.plan[stage], stage)
         self.stage = stage
         self.layout = stage_layout(self.job.stages[stage], self.plan[stage], self.provider.gpus)
@@ -110,8 +112,10 @@ class PlanExecutor:
             )
 
     def _end_stage(self) -> None:
+        """The stage ended when its last trial did (or now, if one still runs)."""
         if self.store is not None and self.run_id is not None and self.stage is not None:
-            self.store.end_stage(self.run_id, self.stage, self.attempt, self.clock())
+            ended = self.clock() if self._placed or self._last_end is None else self._last_end
+            self.store.end_stage(self.run_id, self.stage, self.attempt, ended)
 
     def _barrier(self) -> None:
         """Wait until every trial of this stage has ended (their pauses are being written)."""
@@ -160,6 +164,8 @@ class PlanExecutor:
     def _forget(self, event: TrialEvent) -> None:
         if event.kind in _ENDINGS:
             self._placed.pop(event.trial_id, None)
+            if not self._placed:
+                self._last_end = self.clock()
 
     # -- the rest is the local executor's ---------------------------------------------------
 

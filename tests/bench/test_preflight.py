@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import inspect
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from basht.bench.preflight import preflight
 from basht.errors import ExperimentError
 from basht.experiment import load_experiment
 from basht.workloads.mnist import MnistMLP
+from tests.cli import basht
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
@@ -25,14 +25,8 @@ def _example(name: str) -> dict[str, Any]:
     return yaml.safe_load((ROOT / "examples" / name).read_text())
 
 
-def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "basht.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=120,
-    )
+def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return basht(*args, cwd=cwd, timeout=120)
 
 
 def _sleep_space(data: dict[str, Any]) -> None:

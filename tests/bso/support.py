@@ -15,6 +15,8 @@ from typing import Any
 
 import httpx
 
+from tests import cli
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -31,13 +33,7 @@ def basht_env(**extra: str) -> dict[str, str]:
 
 def basht(*args: str, env: dict[str, str] | None = None, timeout: float = 120):
     """Run the real `basht` CLI in a subprocess."""
-    return subprocess.run(
-        [sys.executable, "-m", "basht.cli", *args],
-        env=env or basht_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return cli.basht(*args, env=env or basht_env(), timeout=timeout)
 
 
 @dataclass

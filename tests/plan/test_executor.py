@@ -172,6 +172,9 @@ def test_basht_run_follows_the_plan_stage_by_stage_and_bills_its_instances(plann
         (2, 2, 2, 2),
     ]
     assert all(s.ended_at is not None and s.ended_at >= s.started_at for s in stages)
+    # A stage ends with its last trial, before the test phase (which runs on the cluster too).
+    (test,) = [p for p in store.phases(run.id) if p.name == "test"]
+    assert stages[2].ended_at <= test.start
     instances = store.instances(run.id)
     assert [(i.number, i.stage) for i in instances] == [(0, 0), (1, 0), (2, 0), (3, 2)]
     assert all(len(i.workers) == 2 and i.ready_at >= i.launched_at for i in instances)

@@ -15,6 +15,7 @@ from basht.errors import BashtError
 from basht.plan import ShaJob, Simulator, load_profile, plan_job
 from basht.plan.planner import best_static, brute_force, greedy
 from basht.plan.profile import parse_duration, profile_from_dict
+from tests.cli import basht
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -150,13 +151,7 @@ def test_a_bad_profile_is_one_line_naming_the_key(tmp_path, profile, named):
 
 
 def _basht(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "basht.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return basht(*args, timeout=120)
 
 
 def test_basht_plan_prints_the_plan_and_writes_it(tmp_path):
