@@ -197,3 +197,12 @@ def test_basht_run_follows_the_plan_stage_by_stage_and_bills_its_instances(plann
     assert cluster["cost_usd"] == pytest.approx(expected, rel=1e-6)
     assert summary["metrics"]["OC"]["value"] == pytest.approx(cluster["cost_usd"], rel=1e-6)
     assert cluster["estimate"]["cost_usd"] > 0 and cluster["plan"] == [3, 1, 2]
+
+
+def test_compare_refuses_a_plan_which_only_basht_run_follows(planned):
+    from basht.bench.systems.compare import run_comparison
+
+    experiment = load_experiment(_write(planned, EXPERIMENT | {"plan": "plan.json"}))
+    with pytest.raises(BashtError, match="plan: a plan's elastic cluster runs with basht run"):
+        run_comparison(experiment, ["native", "optuna"], results_root=planned / "results")
+    assert not (planned / "results").exists()

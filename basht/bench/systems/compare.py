@@ -68,6 +68,10 @@ def run_comparison(
     if target is not None and not math.isfinite(target):
         raise BashtError(f"--target: must be a finite number, got {target}")
     systems = parse_systems(systems)
+    if experiment.plan is not None:
+        raise BashtError(
+            "plan: a plan's elastic cluster runs with basht run; compare systems without one"
+        )
     root = Path(results_root)
     seeds = [experiment.seed + i for i in range(repeat)]
     comparison = Comparison.new(
