@@ -32,6 +32,7 @@ from basht.store import Store
 
 if TYPE_CHECKING:
     from basht.energy.pricing import Price
+    from basht.store import InstanceRow
 
 #: Trials whose compute counts as wasted: crashed, aborted, or stopped early by the pruner.
 DEFAULT_WASTED_STATES = ("failed", "aborted", "stopped")
@@ -75,17 +76,21 @@ def provisioned_s(store: Store, run_id: str) -> float:
     return sum(max(times) - min(times) for times in spans.values())
 
 
+def instance_lifetimes(store: Store, run_id: str) -> list[tuple[InstanceRow, float]]:
+    """An elastic cluster's instances, each with its life from request to release. One never
+    released (a killed driver) lived until the run's last phase ended."""
+    end = max((p.end for p in store.phases(run_id)), default=0.0)
+    return [
+        (row, max(0.0, (row.released_at or end) - row.launched_at))
+        for row in store.instances(run_id)
+    ]
+
+
 def cluster_cost_usd(store: Store, run_id: str, price: Price) -> float:
-    """The bill of an elastic cluster: each instance from its request to its release, by the
-    provider's rule. One never released (a killed driver) is billed to the run's last phase."""
+    """The bill of an elastic cluster: each instance for its life, by the provider's rule."""
     from basht.plan.cluster import billed_usd
 
-    phases = store.phases(run_id)
-    end = max((p.end for p in phases), default=0.0)
-    return billed_usd(
-        price,
-        [max(0.0, (i.released_at or end) - i.launched_at) for i in store.instances(run_id)],
-    )
+    return billed_usd(price, [life for _, life in instance_lifetimes(store, run_id)])
 
 
 def compute_metrics(

@@ -121,21 +121,19 @@ def cluster_summary(store: Store, run_id: str, spec: dict[str, Any]) -> dict[str
     if not plan:
         return None
     from basht.experiment import PlanSpec
+    from basht.metrics import instance_lifetimes
     from basht.plan.cluster import plan_price
 
     planned = PlanSpec.model_validate(plan)
     price = plan_price(planned.price)
-    stages, instances = store.stages(run_id), store.instances(run_id)
-    phases = store.phases(run_id)
-    end = max((p.end for p in phases), default=0.0)
+    stages = store.stages(run_id)
     spans: dict[int, list[float]] = {}
     for row in stages:
         spans.setdefault(row.attempt, []).extend(
             t for t in (row.started_at, row.ended_at) if t is not None
         )
     billed = []
-    for row in instances:
-        life = max(0.0, (row.released_at or end) - row.launched_at)
+    for row, life in instance_lifetimes(store, run_id):
         billed.append(
             {
                 "instance": row.number,
