@@ -182,10 +182,15 @@ def validate(file: Annotated[Path, typer.Argument(help="Experiment file (YAML or
     experiment = load_experiment(file)
     preflight(experiment)
     s = experiment.search
+    if experiment.plan is None:
+        resources = f"{experiment.resources.workers} workers"
+    else:  # the plan, not resources.workers, sets the cluster
+        stages = " ".join(str(n) for n in experiment.plan.plan)
+        resources = f"plan {stages} (instances per stage)"
     console.print(
         f"{file}: ok — {experiment.name}: workload {experiment.workload.name}, "
         f"{len(experiment.search_space)} parameters, pS = {experiment.space_size}, "
-        f"sampler {s.sampler}, pruner {s.pruner}, {experiment.resources.workers} workers",
+        f"sampler {s.sampler}, pruner {s.pruner}, {resources}",
         soft_wrap=True,  # one line, also when piped
     )
 

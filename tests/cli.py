@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+from basht.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,3 +35,32 @@ def basht(
         text=True,
         timeout=timeout,
     )
+
+
+def run_in_background(path: Path, cwd: Path) -> subprocess.Popen[str]:
+    """`basht run -q PATH` as a child that takes Ctrl-C like a terminal's foreground job."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "basht.cli", "run", "-q", str(path)],
+        cwd=cwd,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # A shell that starts jobs in the background ignores SIGINT for them; undo that here.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
+def wait_for_trials(
+    store_url: str, db: Path, enough: Callable[[Store, Any], bool], timeout_s: float = 120.0
+) -> None:
+    """Poll the store until `enough(store, run)` holds for the first run."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        if db.exists():
+            store = Store(store_url)
+            runs = store.list_runs()
+            if runs and enough(store, runs[0]):
+                return
+    raise AssertionError(f"the run in {store_url} did not get that far in {timeout_s:.0f} s")

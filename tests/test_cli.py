@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -16,7 +15,7 @@ import yaml
 
 from basht.store import Store
 from tests.cli import basht as _basht
-from tests.cli import cli_env
+from tests.cli import cli_env, run_in_background, wait_for_trials
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,33 +70,6 @@ def test_basht_run_writes_store_and_results(spec, write_spec, tmp_path):
     assert run.id in listed.stdout, listed.stdout
     shown = _basht("report", run.id[:12], "--store", spec["store"], "--json", cwd=tmp_path)
     assert json.loads(shown.stdout)["run_id"] == run.id
-
-
-def run_in_background(path: Path, cwd: Path) -> subprocess.Popen[str]:
-    """`basht run -q PATH` as a child that takes Ctrl-C like a terminal's foreground job."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "basht.cli", "run", "-q", str(path)],
-        cwd=cwd,
-        env=_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        # A shell that starts jobs in the background ignores SIGINT for them; undo that here.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-
-
-def wait_for_trials(store_url: str, db: Path, enough, timeout_s: float = 120.0) -> None:
-    """Poll the store until `enough(store, run)` holds for the first run."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        time.sleep(0.2)
-        if db.exists():
-            store = Store(store_url)
-            runs = store.list_runs()
-            if runs and enough(store, runs[0]):
-                return
-    raise AssertionError(f"the run in {store_url} did not get that far in {timeout_s:.0f} s")
 
 
 @pytest.mark.parametrize("run", ["nope", "nope[bso]"])  # an error is text: brackets are kept

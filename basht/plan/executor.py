@@ -66,20 +66,29 @@ class PlanExecutor:
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Deploy: the first stage's instances, ready to take the workload."""
+        """Deploy: the first stage's instances, ready to take the workload. A resumed run starts
+        with the instances of the stage it was in (the earlier stages' trials have ended)."""
         self.local.start()
-        self._enter(0)
+        self._enter(self._resumed_stage())
+
+    def _resumed_stage(self) -> int:
+        if self.store is None or self.run_id is None or self.attempt == 1:
+            return 0
+        return max((row.stage for row in self.store.stages(self.run_id)), default=0)
 
     def setup(self, ref: WorkloadRef) -> None:
         self.local.setup(ref)  # instances launched later set it up as they start
 
     def shutdown(self, timeout_s: float = 5.0) -> None:
+        """Stop every worker (an interrupted trial's too), then release and bill every instance."""
         try:
             if self.stage is not None and self.store is not None:
                 self._end_stage()
-            self.cluster.release_all()
         finally:
-            self.local.shutdown(timeout_s)
+            try:
+                self.local.shutdown(timeout_s)
+            finally:
+                self.cluster.release_all()
 
     # -- the scheduler ----------------------------------------------------------------------
 

@@ -39,8 +39,11 @@ def make_algorithm(
 
 
 def describe(experiment: Experiment, algorithm: Algorithm) -> str:
-    """For the run's output: the sampler, the pruner and, for ASHA, which variant runs."""
+    """For the run's output: the sampler, the pruner and, for ASHA, which variant runs (for a
+    plan run, that SHA runs one bracket of all `max_trials`)."""
     search = experiment.search
     variant = getattr(algorithm, "variant", None)
     pruner = f"{search.pruner} ({variant})" if variant else search.pruner
+    if experiment.plan is not None and search.pruner == "sha":
+        pruner = f"{search.pruner} (one bracket of {search.max_trials})"
     return f"{search.sampler} sampling, pruner {pruner}"

@@ -12,7 +12,8 @@ from basht.bench.runner import resume_benchmark
 from basht.space import Float, SearchSpace
 from basht.store import Store
 from basht.tune import ASHA, replay
-from tests.test_cli import _basht, run_in_background, wait_for_trials
+from tests.cli import basht as _basht
+from tests.cli import run_in_background, wait_for_trials
 
 
 def test_an_interrupted_asha_run_resumes_to_the_end(spec, tmp_path):

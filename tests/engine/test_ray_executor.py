@@ -46,7 +46,8 @@ from basht.errors import ExperimentError, StoreError
 from basht.experiment import Experiment, MeasureSpec, ResourcesSpec
 from basht.report.results import build_summary
 from basht.store import Store
-from tests.test_cli import ROOT, _env, wait_for_trials
+from tests.cli import ROOT, wait_for_trials
+from tests.cli import cli_env as _env
 
 # Runs a command as a child subreaper: processes it leaves behind are re-parented here rather than
 # to init, so the test can list (into argv[1]) and end every one. Ray's agents outlive a raylet.

@@ -4,6 +4,7 @@ its life, packs trials onto instances; a real `basht run --plan` on this machine
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from basht.errors import BashtError, ExperimentError
 from basht.experiment import load_experiment
 from basht.plan.cluster import Cluster, LocalProvider
 from basht.store import Store
-from tests.cli import basht
+from tests.cli import basht, run_in_background, wait_for_trials
 
 ROOT = Path(__file__).resolve().parents[2]
 PRICE = Price(usd_per_hour=3.6, vcpus=8, gpus=2, rule=AWS_LINUX)  # 0.001 USD a second
@@ -157,6 +158,9 @@ def test_a_plan_must_be_for_the_files_job_and_run_where_it_can(planned):
     # A plan file named in the experiment is read next to it, wherever basht runs from.
     experiment = load_experiment(_write(planned, EXPERIMENT | {"plan": "plan.json"}))
     assert experiment.plan is not None and experiment.plan.plan == [3, 1, 2]
+    checked = _basht("validate", "exp.yaml", cwd=planned)
+    assert checked.returncode == 0, checked.stderr
+    assert "pruner sha, plan 3 1 2 (instances per stage)" in checked.stdout
 
 
 def test_basht_run_follows_the_plan_stage_by_stage_and_bills_its_instances(planned):
@@ -165,6 +169,7 @@ def test_basht_run_follows_the_plan_stage_by_stage_and_bills_its_instances(plann
     assert "elastic cluster" in proc.stdout and "plan's estimate" in proc.stdout
     store = Store(f"sqlite:///{planned / 'basht.db'}", create=False)
     (run,) = store.list_runs()
+    assert run.algorithm == "random sampling, pruner sha (one bracket of 9)"
     stages = store.stages(run.id)
     assert [(s.stage, s.instances, s.gpus_per_trial, s.slots) for s in stages] == [
         (0, 3, 1, 6),
@@ -197,6 +202,44 @@ def test_basht_run_follows_the_plan_stage_by_stage_and_bills_its_instances(plann
     assert cluster["cost_usd"] == pytest.approx(expected, rel=1e-6)
     assert summary["metrics"]["OC"]["value"] == pytest.approx(cluster["cost_usd"], rel=1e-6)
     assert cluster["estimate"]["cost_usd"] > 0 and cluster["plan"] == [3, 1, 2]
+
+
+def test_an_interrupted_plan_run_resumes_with_the_stage_it_was_in(planned):
+    """Ctrl-C in the last stage, then `basht resume`: the new attempt launches the last stage's
+    instances (not the first stage's), finishes the job, and both attempts' instances are billed."""
+    store_url = f"sqlite:///{planned / 'basht.db'}"
+    slow = EXPERIMENT | {
+        "workload": {"name": "sleep", "params": {"epoch_s": 0.5}},
+        "space": {"x": {"type": "float", "low": 0.0, "high": 1.0}},
+        "store": store_url,
+        "plan": "plan.json",
+    }
+    path = _write(planned, slow)
+    proc = run_in_background(path, planned)
+    wait_for_trials(store_url, planned / "basht.db", lambda s, r: len(s.stages(r.id)) == 3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+
+    resumed = _basht("resume", "latest", "--store", store_url, "-q", cwd=planned)
+    assert resumed.returncode == 0, resumed.stderr + resumed.stdout
+    store = Store(store_url, create=False)
+    (run,) = store.list_runs()
+    assert run.status == "completed"
+    stages = [(s.attempt, s.stage, s.instances) for s in store.stages(run.id)]
+    assert stages == [(1, 0, 3), (1, 1, 1), (1, 2, 2), (2, 2, 2)]
+    instances = store.instances(run.id)
+    assert [(i.attempt, i.stage) for i in instances if i.attempt == 2] == [(2, 2), (2, 2)]
+    assert all(i.released_at is not None for i in instances), [
+        (i.attempt, i.number, i.launched_at, i.released_at) for i in instances
+    ]
+    trials = store.trials(run.id)
+    assert len(trials) == 9 and sum(t.state == "completed" for t in trials) == 1
+    summary = json.loads((planned / run.results_dir / "results.json").read_text())
+    assert len(summary["cluster"]["instances"]) == len(instances) == 6
+    assert summary["metrics"]["OC"]["value"] == pytest.approx(
+        summary["cluster"]["cost_usd"], rel=1e-6
+    )
 
 
 def test_compare_refuses_a_plan_which_only_basht_run_follows(planned):
