@@ -160,6 +160,15 @@ class SearchSpec(_Strict):
             raise ValueError("max_budget may be null (unbounded) only with pruner: asha")
         if self.max_budget is None and self.time_budget_s is None and self.target is None:
             raise ValueError("an unbounded max_budget needs time_budget_s or target to end the run")
+        ends = self.max_trials is not None or self.time_budget_s is not None
+        # SHA and Hyperband run one bracket without a trial limit; a grid runs out; the others
+        # draw new configurations for ever.
+        never_done = self.pruner in ("none", "asha", "async-hyperband") and self.sampler != "grid"
+        if never_done and not ends and self.target is None:
+            raise ValueError(
+                f"pruner {self.pruner} with the {self.sampler} sampler never ends on its own: "
+                "give max_trials, time_budget_s or target"
+            )
         if self.max_budget is not None and self.min_budget > self.max_budget:
             raise ValueError(
                 f"min_budget must not exceed max_budget, got {self.min_budget} > {self.max_budget}"
@@ -310,6 +319,31 @@ class PlanSpec(_PlanPart):
     instance: str | None = None  # the plan's one-line description of the instance type
 
 
+def peer_limit(experiment: Experiment, system: str) -> tuple[str, str] | None:
+    """What a peer system (Optuna, Ray Tune) cannot run of this experiment, as (key, why); the
+    same file then compares like with like, or is refused before anything runs."""
+    if system == "native":
+        return None
+    if experiment.executor != "local":
+        return (
+            "executor",
+            f"{experiment.executor} applies to system: native only; "
+            f"system: {system} runs trials its own way",
+        )
+    if experiment.resources.accelerator != "cpu":
+        return (
+            "resources.accelerator",
+            f"gpu runs with system: native; system: {system} trains its trials on CPU here",
+        )
+    if experiment.engine.scheduler != "fifo":
+        return (
+            "engine.scheduler",
+            f"{experiment.engine.scheduler} is Basht's engine; system: {system} places "
+            "its own trials",
+        )
+    return None
+
+
 class Experiment(BaseModel):
     """A validated experiment: every field of the seed's Table 1 has a home here."""
 
@@ -349,8 +383,17 @@ class Experiment(BaseModel):
 
     @model_validator(mode="after")
     def _executor_options(self) -> Experiment:
+        if self.executor == "simulated":
+            raise _at(
+                "executor",
+                "simulated runs learning-curve models on a virtual clock from Python "
+                "(basht.tune.simulate, benchmarks/asha_scale.py); basht run takes local or ray",
+            )
         if self.ray is not None and self.executor != "ray":
             raise _at("ray", "applies only with executor: ray")
+        limit = peer_limit(self, self.system)
+        if limit is not None:
+            raise _at(*limit)
         gpu = self.resources.accelerator == "gpu"
         if self.resources.devices is not None and not (gpu and self.executor == "local"):
             raise _at(

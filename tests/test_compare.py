@@ -176,6 +176,11 @@ def test_systems_and_repeats_are_checked_before_anything_runs(spec, tmp_path):
         parse_systems(",")
     with pytest.raises(BashtError, match="--repeat: must be at least 1"):
         run_comparison(Experiment.from_dict(spec), ["native"], repeat=0, results_root=tmp_path)
+    # A GPU file compares nothing with a peer that would train on CPU: refused, nothing runs.
+    spec["resources"].update(accelerator="gpu", devices=["cpu"])
+    gpu = Experiment.from_dict(spec)
+    with pytest.raises(BashtError, match="gpu runs with system: native; system: optuna trains"):
+        run_comparison(gpu, ["native", "optuna"], results_root=tmp_path)
     assert not list(tmp_path.iterdir())
 
 

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from basht.bench.preflight import preflight
 from basht.cli import main
 from basht.errors import ExperimentError
 from basht.experiment import load_experiment
@@ -107,6 +108,37 @@ BAD = [
         "exp.yaml: measure.carbon.region: unknown zone 'XX'",
     ),
     ("bad store URL", lambda s: s.update(store="notaurl"), "exp.yaml: store: not a valid"),
+    (
+        "a run that never ends",
+        lambda s: s["search"].pop("max_trials") and s["search"].update(pruner="asha"),
+        "exp.yaml: search: pruner asha with the random sampler never ends on its own: "
+        "give max_trials, time_budget_s or target",
+    ),
+    (
+        "simulated executor",
+        lambda s: s.update(executor="simulated"),
+        "exp.yaml: executor: simulated runs learning-curve models on a virtual clock from Python",
+    ),
+    (
+        "a peer on Ray",
+        lambda s: s.update(system="optuna", executor="ray"),
+        "exp.yaml: executor: ray applies to system: native only; system: optuna runs",
+    ),
+    (
+        "a peer on a GPU",
+        lambda s: s.update(system="raytune") or s["resources"].update(accelerator="gpu"),
+        "exp.yaml: resources.accelerator: gpu runs with system: native; system: raytune trains",
+    ),
+    (
+        "a peer on fluid",
+        lambda s: s.update(system="optuna", engine={"scheduler": "fluid"}),
+        "exp.yaml: engine.scheduler: fluid is Basht's engine; system: optuna places",
+    ),
+    (
+        "a metric the workload does not report",
+        lambda s: s["search"].update(metric="f1"),
+        "exp.yaml: search.metric: sleep does not report 'f1' (it reports accuracy, loss)",
+    ),
 ]
 
 
@@ -189,3 +221,27 @@ def test_hyperparameter_with_mixed_list_and_number_is_rejected(spec, write_spec)
     spec["hyperparameter"] = {"h": {"start": [10], "end": 30, "step_size": [10, 1]}}
     with pytest.raises(ExperimentError, match="hyperparameter.h"):
         load_experiment(write_spec(spec))
+
+
+def test_a_gpu_run_with_no_device_here_is_refused_before_it_runs(spec, write_spec):
+    import torch
+
+    spec["resources"]["accelerator"] = "gpu"
+    path = write_spec(spec)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(torch.cuda, "device_count", lambda: 0)
+        with pytest.raises(ExperimentError, match="resources.accelerator: gpu, but no CUDA device"):
+            preflight(load_experiment(path))
+    spec["resources"]["devices"] = ["cpu", "cpu"]  # named devices are taken as they are
+    preflight(load_experiment(write_spec(spec)))
+
+
+def test_a_named_energy_counter_must_be_readable_here(spec, write_spec, tmp_path, monkeypatch):
+    from basht.energy import rapl, sources
+
+    monkeypatch.setattr(sources, "RaplSource", lambda: rapl.RaplSource(tmp_path / "no-powercap"))
+    spec["measure"] = {"energy": "rapl"}
+    with pytest.raises(ExperimentError, match=r"exp.yaml: measure.energy: RAPL: .*no-powercap"):
+        preflight(load_experiment(write_spec(spec)))
+    spec["measure"] = {"energy": "auto"}  # auto falls back to the labelled estimate
+    preflight(load_experiment(write_spec(spec)))

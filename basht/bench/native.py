@@ -56,7 +56,7 @@ class NativeSystem:
                 resources.cpus_per_worker,
                 engine.scheduler,
                 engine.max_width,
-                devices=_local_devices(exp) if resources.accelerator == "gpu" else None,
+                devices=local_devices(exp) if resources.accelerator == "gpu" else None,
                 min_share=engine.min_width,
             )
         self.executor.start()
@@ -173,7 +173,7 @@ class NativeSystem:
             self.executor = None
 
 
-def _local_devices(exp: Experiment) -> list[str]:
+def local_devices(exp: Experiment) -> list[str]:
     """The devices GPU trials are placed on: as listed, or every CUDA device torch sees."""
     if exp.resources.devices:
         return list(exp.resources.devices)

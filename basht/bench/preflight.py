@@ -45,6 +45,9 @@ def preflight(experiment: Experiment, source: str | None = None) -> None:
     where = experiment.source if source is None else source
     factory = _check_workload(experiment, where)
     _check_space(experiment, factory, where)
+    _check_metric(experiment, factory, where)
+    _check_devices(experiment, where)
+    _check_energy(experiment, where)
     _check_carbon(experiment, where)
     _check_price(experiment, where)
     _check_store(experiment.store, where)
@@ -137,6 +140,43 @@ def _call_hook(check: Callable[..., None], config: Mapping[str, Any], where: str
         raise ExperimentError(_one_line(err)) from None
     except Exception as err:  # a user's hook that raised something else
         raise ExperimentError(f"{where}: {type(err).__name__}: {_one_line(err)}") from None
+
+
+def _check_metric(experiment: Experiment, factory: Any, where: str) -> None:
+    """`search.metric` against the names a workload declares it reports (`metrics`)."""
+    reported = getattr(factory, "metrics", None)
+    metric = experiment.search.metric
+    if reported and metric not in reported:
+        raise ExperimentError(
+            f"{where}: search.metric: {experiment.workload.name} does not report {metric!r} "
+            f"(it reports {', '.join(reported)})"
+        )
+
+
+def _check_devices(experiment: Experiment, where: str) -> None:
+    """A GPU run here needs the devices it names, or a CUDA device torch can see."""
+    if experiment.resources.accelerator != "gpu" or experiment.executor != "local":
+        return  # Ray places GPUs on its nodes
+    from basht.bench.native import local_devices
+
+    try:
+        local_devices(experiment)
+    except BashtError as err:
+        raise ExperimentError(f"{where}: {_one_line(err)}") from None
+
+
+def _check_energy(experiment: Experiment, where: str) -> None:
+    """A named counter (rapl, nvml) must be readable here: the user asked for measured numbers.
+    On Ray, nodes read their own counters; auto falls back to the labelled estimate."""
+    kind = experiment.measure.energy
+    if kind not in ("rapl", "nvml") or experiment.executor != "local":
+        return
+    from basht.energy.sources import open_sources
+
+    try:
+        open_sources(kind).close()
+    except BashtError as err:
+        raise ExperimentError(f"{where}: {_one_line(err)}") from None
 
 
 def _check_carbon(experiment: Experiment, where: str) -> None:

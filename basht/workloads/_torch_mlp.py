@@ -180,6 +180,7 @@ class TorchMLP:
     """
 
     workload_name = "torch-mlp"
+    metrics = ("accuracy", "loss")  # what validate() and test() report
     #: Params a subclass's constructor takes itself (besides seed); the rest are config defaults.
     constructor_params: tuple[str, ...] = ()
 

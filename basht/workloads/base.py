@@ -76,6 +76,9 @@ class Workload(Protocol):
     # raise WorkloadError with a message starting with `where` for a key the workload does not
     # take or a value it rejects. It must be cheap: no data, no model. Without it the space's
     # keys are not checked before the run.
+    #
+    # Optional: a class attribute `metrics`, the names `validate()` reports; `search.metric` is
+    # then checked against it before the run, not found missing in every trial's report.
 
 
 class TrialReporter(Protocol):

@@ -71,6 +71,7 @@ class DigitsSGD:
     """
 
     workload_name = "digits-sgd"
+    metrics = ("accuracy", "loss")  # loss: when the estimator gives probabilities
 
     def __init__(self, seed: int = 0, **params: Any) -> None:
         self.seed = int(seed)

@@ -16,6 +16,8 @@ class Sleep:
     the best configuration is known in advance. Costs no CPU beyond the engine's own.
     """
 
+    metrics = ("accuracy", "loss")
+
     def __init__(
         self, seed: int = 0, epoch_s: float = 0.0, optimum: float = 0.0, fail_on: Any = None
     ):

@@ -17,7 +17,7 @@ from pathlib import Path
 from basht.bench.runner import RunResult, run_benchmark
 from basht.bench.systems.peer import SYSTEMS
 from basht.errors import BashtError
-from basht.experiment import Experiment
+from basht.experiment import Experiment, peer_limit
 from basht.report.comparison import ComparedRun, Comparison
 from basht.store import Store
 
@@ -72,6 +72,10 @@ def run_comparison(
         raise BashtError(
             "plan: a plan's elastic cluster runs with basht run; compare systems without one"
         )
+    for system in systems:  # every system runs the same file, or none runs
+        limit = peer_limit(experiment, system)
+        if limit is not None:
+            raise BashtError(": ".join(limit))
     root = Path(results_root)
     seeds = [experiment.seed + i for i in range(repeat)]
     comparison = Comparison.new(

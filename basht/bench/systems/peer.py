@@ -7,6 +7,7 @@ from typing import Any
 
 from basht.bench.lifecycle import RunContext
 from basht.errors import BashtError
+from basht.experiment import peer_limit
 
 #: Every system under test `system:` (and `basht compare --systems`) can name.
 SYSTEMS = ("native", "optuna", "raytune")
@@ -26,11 +27,9 @@ def require(module: str, system: str) -> Any:
 def check_peer_experiment(ctx: RunContext, system: str) -> None:
     """What a peer system cannot do, said before anything starts."""
     exp = ctx.experiment
-    if exp.executor != "local":
-        raise BashtError(
-            f"executor: {exp.executor!r} applies to system: native only; "
-            f"system: {system} runs trials its own way"
-        )
+    limit = peer_limit(exp, system)
+    if limit is not None:
+        raise BashtError(": ".join(limit))
     if ctx.resume:
         raise BashtError(
             f"basht resume continues native runs only; run {exp.name} on {system} again"
