@@ -94,10 +94,17 @@ def _write_plots(store_url: str, run_id: str) -> None:
 
 @app.command()
 def compare(
-    file: Annotated[Path, typer.Argument(help="Experiment file (YAML or JSON).")],
+    files: Annotated[
+        list[Path],
+        typer.Argument(help="Experiment files (YAML or JSON); several compare what differs."),
+    ],
     systems: Annotated[
-        str, typer.Option(help="Systems to run, comma-separated: native, optuna, raytune.")
-    ] = "native,optuna,raytune",
+        str | None,
+        typer.Option(
+            help="Systems to run, comma-separated: native, optuna, raytune "
+            "(default: all three for one file, native for several)."
+        ),
+    ] = None,
     repeat: Annotated[
         int, typer.Option(help="Seeds per system (seed, seed+1, ...); cells show median (range).")
     ] = 1,
@@ -109,7 +116,8 @@ def compare(
     store: Annotated[str | None, typer.Option(help="Override the file's `store` URL.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress.")] = False,
 ) -> None:
-    """Run FILE on each system in turn, each fully undeployed before the next, and compare them."""
+    """Run each FILE on each system in turn, each run fully undeployed before the next, and
+    compare them side by side (several files: the settings they differ in, and the outcome)."""
     from basht.bench import RunResult, run_benchmark
     from basht.bench.systems.compare import parse_systems, run_comparison
     from basht.experiment import Experiment, load_experiment
@@ -118,13 +126,16 @@ def compare(
     from basht.report.progress import LiveProgress, QuietProgress
     from basht.store import Store
 
-    experiment = load_experiment(file)
+    experiments = [load_experiment(file) for file in files]
     if store is not None:
-        experiment = experiment.model_copy(update={"store": store})
+        experiments = [e.model_copy(update={"store": store}) for e in experiments]
+    if systems is None:
+        systems = "native" if len(experiments) > 1 else "native,optuna,raytune"
     chosen = parse_systems(systems)
 
     def run_one(exp: Experiment, root: Path) -> RunResult:
-        console.rule(f"{exp.system} · seed {exp.seed}")
+        name = f"{exp.name} · " if len(experiments) > 1 else ""
+        console.rule(f"{name}{exp.system} · seed {exp.seed}")
         if quiet:
             return run_benchmark(exp, results_root=root, on_update=QuietProgress(console))
         with LiveProgress(console) as progress:
@@ -133,9 +144,9 @@ def compare(
             )
 
     comparison = run_comparison(
-        experiment, chosen, repeat=repeat, target=target, results_root=results, run_one=run_one
+        experiments, chosen, repeat=repeat, target=target, results_root=results, run_one=run_one
     )
-    stored = Store(experiment.store)
+    stored = Store(experiments[0].store)
     console.print(compare_table(comparison, compare_rows(stored, comparison)))
     page = write_comparison_report(stored, comparison)
     console.print(f"comparison {comparison.id}\nreport: {page}")
@@ -342,7 +353,7 @@ def _report_comparison(
         return
     rows = compare_rows(stored, comparison)
     if as_json:
-        table = [asdict(r) | {"cells": {s: r.cell(s) for s in comparison.systems}} for r in rows]
+        table = [asdict(r) | {"cells": {c: r.cell(c) for c in comparison.columns}} for r in rows]
         typer.echo(json.dumps({"comparison": asdict(comparison), "rows": table}, indent=2))
     else:
         console.print(compare_table(comparison, rows))

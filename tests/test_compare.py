@@ -313,3 +313,50 @@ def test_an_ambiguous_comparison_prefix_names_the_comparisons(unreached, tmp_pat
     # An exact id wins over the ids it is a prefix of.
     shutil.copytree(unreached.folder, results / "compare-far-1x")
     assert basht("report", "compare-far-1", "--json", cwd=tmp_path).returncode == 0
+
+
+def test_files_compare_side_by_side_opening_with_the_settings_they_differ_in(tmp_path):
+    """Two files that differ in the pruner, on native: a column each, the difference first."""
+    for name, pruner in (("with-asha", "asha"), ("without", "none")):
+        spec: dict[str, Any] = copy.deepcopy(BASE)
+        spec["name"] = name
+        spec["workload"]["params"] = {"epoch_s": 0.01}
+        spec["search"].update(pruner=pruner, max_budget=3, max_trials=6)
+        spec["store"] = "sqlite:///basht.db"
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(spec))
+    proc = basht("compare", "with-asha.yaml", "without.yaml", "--repeat", "2", "-q", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (folder,) = (tmp_path / "results").glob("compare-with-asha-vs-without-*")
+    comparison = load_comparison(folder)
+    assert comparison.columns == ["with-asha", "without"] and comparison.systems == ["native"]
+    # Round-robin over seeds, each file with the first file's seeds.
+    assert [(r.label, r.seed) for r in comparison.runs] == [
+        ("with-asha", 0), ("without", 0), ("with-asha", 1), ("without", 1),
+    ]  # fmt: skip
+    assert all(r.status == "completed" and r.run_id for r in comparison.runs)
+    store = Store(f"sqlite:///{tmp_path / 'basht.db'}")
+    rows = {row.label: row for row in compare_rows(store, comparison)}
+    assert rows["search.pruner"].text == {"with-asha": "asha", "without": "none"}
+    assert rows["search.pruner"].section == "experiment"
+    assert "name" not in rows and "seed" not in rows and "search.max_trials" not in rows
+    assert rows["trials stopped"].median("with-asha") > 0
+    assert rows["trials stopped"].median("without") == 0
+    assert "search.pruner" in proc.stdout and "with-asha" in proc.stdout
+    shown = basht("report", comparison.id, "--json", cwd=tmp_path)
+    assert json.loads(shown.stdout)["rows"][0]["cells"] == {"with-asha": "asha", "without": "none"}
+
+
+def test_files_that_cannot_be_compared_are_refused_before_anything_runs(spec, tmp_path):
+    one = Experiment.from_dict(spec)
+    other = Experiment.from_dict(spec | {"name": "other"})
+    with pytest.raises(BashtError, match="two files are named 't'"):
+        run_comparison([one, one], ["native"], results_root=tmp_path)
+    elsewhere = other.model_copy(update={"store": f"sqlite:///{tmp_path / 'other.db'}"})
+    with pytest.raises(BashtError, match="the compared files name 2 stores"):
+        run_comparison([one, elsewhere], ["native"], results_root=tmp_path)
+    gpu = Experiment.from_dict(
+        spec | {"name": "gpu", "resources": {"accelerator": "gpu", "devices": ["cpu"]}}
+    )
+    with pytest.raises(BashtError, match="^gpu: resources.accelerator: gpu runs with system: nat"):
+        run_comparison([one, gpu], ["native", "optuna"], results_root=tmp_path)
+    assert not list(tmp_path.iterdir())

@@ -1,4 +1,5 @@
-"""The side-by-side table of a comparison: one column per system, one row per result or metric.
+"""The side-by-side table of a comparison: one column per system (or file), one row per result
+or metric; with several files, first the experiment settings in which they differ.
 
 With several seeds a cell is the median over them and, in brackets, their range (min–max). The
 same rows feed the console table, the HTML report and `benchmarks/peers.py`.
@@ -25,7 +26,7 @@ TABLE2 = ("TWH", "CINT", "JCT", "OC", "WTT", "WTE", "WTC", "WR", "energy_total",
 
 @dataclass
 class Row:
-    """One line of the table: numbers per system (one per seed), or text where it is not a number."""
+    """One line of the table: numbers per column (one per seed), or text where it is not a number."""
 
     label: str
     values: dict[str, list[float]] = field(default_factory=dict)
@@ -49,10 +50,10 @@ class Row:
 
 
 def summaries(store: Store, comparison: Comparison) -> dict[str, list[dict[str, Any]]]:
-    """Each system's run summaries (as results.json has them), in seed order."""
-    out: dict[str, list[dict[str, Any]]] = {s: [] for s in comparison.systems}
-    for system, run_id in comparison.pairs():
-        out.setdefault(system, []).append(build_summary(store, run_id))
+    """Each column's run summaries (as results.json has them), in seed order."""
+    out: dict[str, list[dict[str, Any]]] = {c: [] for c in comparison.columns}
+    for column, run_id in comparison.pairs():
+        out.setdefault(column, []).append(build_summary(store, run_id))
     return out
 
 
@@ -67,20 +68,22 @@ def compare_rows(store: Store, comparison: Comparison) -> list[Row]:
         if any(row.values.values()):
             rows.append(row)
 
+    if len(comparison.columns) > len(comparison.systems):  # several files: what differs
+        rows += _differences(by_system)
     status = Row("runs", section="result")
     algorithm = Row("algorithm", section="result")
-    for system in comparison.systems:
-        entries = [r for r in comparison.runs if r.system == system]
+    for column in comparison.columns:
+        entries = [r for r in comparison.runs if r.label == column]
         done = sum(r.status == "completed" for r in entries)
-        status.text[system] = f"{done}/{len(entries)} completed"
-        runs = by_system.get(system) or []
-        algorithm.text[system] = (runs[0].get("algorithm") or "-") if runs else "-"
+        status.text[column] = f"{done}/{len(entries)} completed"
+        runs = by_system.get(column) or []
+        algorithm.text[column] = (runs[0].get("algorithm") or "-") if runs else "-"
     rows += [status, algorithm]
     errors = Row("error", section="result")
-    for system in comparison.systems:
-        failed = [r for r in comparison.runs if r.system == system and r.error]
+    for column in comparison.columns:
+        failed = [r for r in comparison.runs if r.label == column and r.error]
         if failed:
-            errors.text[system] = f"seed {failed[0].seed}: {failed[0].error}"
+            errors.text[column] = f"seed {failed[0].seed}: {failed[0].error}"
     if errors.text:
         rows.append(errors)
 
@@ -140,6 +143,43 @@ def _time_to_target(
     return row
 
 
+#: Keys of a stored experiment that differ between compared files by construction.
+_NOT_SETTINGS = frozenset(("name", "seed", "system", "store"))
+
+
+def _differences(by_column: dict[str, list[dict[str, Any]]]) -> list[Row]:
+    """The experiment settings (key paths, Table 1's variables) in which the files differ."""
+    flat = {
+        column: _flatten({k: v for k, v in runs[0]["experiment"].items() if k not in _NOT_SETTINGS})
+        for column, runs in by_column.items()
+        if runs
+    }
+    keys = list(dict.fromkeys(k for settings in flat.values() for k in settings))
+    rows = []
+    for key in keys:
+        shown = {column: _show(settings.get(key)) for column, settings in flat.items()}
+        if len(set(shown.values())) > 1:
+            rows.append(Row(key, text=shown, section="experiment"))
+    return rows
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict) and value:
+        out: dict[str, Any] = {}
+        for key, inner in value.items():
+            out |= _flatten(inner, f"{prefix}.{key}" if prefix else str(key))
+        return out
+    return {prefix: value}
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, list):
+        return ", ".join(_show(v) for v in value)
+    return fmt(value) if isinstance(value, float) else str(value)
+
+
 def _phase(summary: dict[str, Any], name: str) -> float | None:
     durations = [p["duration_s"] for p in summary["phases"] if p["name"] == name]
     return sum(durations) if durations else None
@@ -158,12 +198,12 @@ def compare_table(comparison: Comparison, rows: list[Row]) -> Table:
         title_justify="left",
     )
     table.add_column("")
-    for system in comparison.systems:
-        table.add_column(system, justify="right")
+    for column in comparison.columns:
+        table.add_column(column, justify="right")
     section = None
     for row in rows:
         if section is not None and row.section != section:
             table.add_section()
         section = row.section
-        table.add_row(row.label, *(row.cell(s) for s in comparison.systems))
+        table.add_row(row.label, *(row.cell(c) for c in comparison.columns))
     return table

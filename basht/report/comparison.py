@@ -1,4 +1,6 @@
-"""A comparison: which runs of one experiment, on which systems and seeds, belong together.
+"""A comparison: which runs of one or more experiments, on which systems and seeds, belong
+together. Its columns are the systems (one file), the files (one system), or each file on each
+system.
 
 Kept as `results/compare-<id>/comparison.json` beside the runs' own folders; the runs themselves
 are in the store, so the comparison can be reported (`basht report compare-<id>`) at any time, from
@@ -29,6 +31,11 @@ class ComparedRun:
     run_id: str | None
     status: str
     error: str | None = None
+    column: str | None = None  # the comparison's column; None (saved before files): the system
+
+    @property
+    def label(self) -> str:
+        return self.column or self.system
 
 
 @dataclass
@@ -42,6 +49,11 @@ class Comparison:
     folder: str
     created_at: str
     runs: list[ComparedRun] = field(default_factory=list)
+    columns: list[str] = field(default_factory=list)  # saved before files: the systems
+
+    def __post_init__(self) -> None:
+        if not self.columns:
+            self.columns = list(self.systems)
 
     @classmethod
     def new(
@@ -52,9 +64,11 @@ class Comparison:
         store: str,
         target: float | None,
         results_root: Path,
+        columns: list[str] | None = None,
     ) -> Comparison:
         now = datetime.now(UTC)
-        ident = f"{PREFIX}{experiment}-{now:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+        name = experiment.replace(" ", "-")  # "a vs b": compare-a-vs-b-...
+        ident = f"{PREFIX}{name}-{now:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
         folder = (Path(results_root) / ident).resolve()
         return cls(
             ident,
@@ -65,11 +79,12 @@ class Comparison:
             target,
             str(folder),
             now.isoformat(),
+            columns=list(columns or systems),
         )
 
     def pairs(self) -> list[tuple[str, str]]:
-        """(system, run id) of every run that got as far as the store, in run order."""
-        return [(r.system, r.run_id) for r in self.runs if r.run_id is not None]
+        """(column, run id) of every run that got as far as the store, in run order."""
+        return [(r.label, r.run_id) for r in self.runs if r.run_id is not None]
 
     def save(self) -> Path:
         folder = Path(self.folder)

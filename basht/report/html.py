@@ -165,7 +165,7 @@ def comparison_html(
         "<h2>Runs</h2>",
     ]
     for entry in comparison.runs:
-        title = f"{entry.system}, seed {entry.seed}: {entry.run_id or '-'} ({entry.status})"
+        title = f"{entry.label}, seed {entry.seed}: {entry.run_id or '-'} ({entry.status})"
         if entry.run_id is None:
             body.append(f"<p>{_e(title)}: {_e(entry.error or '')}</p>")
             continue
@@ -176,20 +176,20 @@ def comparison_html(
             + "".join(run_sections(summary, own))
             + "</details>"
         )
-    meta = f"experiment {comparison.experiment} · systems {', '.join(comparison.systems)}"
+    meta = f"experiment {comparison.experiment} · {', '.join(comparison.columns)}"
     meta += f" · seeds {seeds}"
     return _page(f"Basht comparison {comparison.id}", meta, body)
 
 
 def _compare_table(comparison: Comparison, rows: list[Row]) -> str:
     out = ["<table><thead><tr><th></th>"]
-    out += [f"<th>{_e(s)}</th>" for s in comparison.systems]
+    out += [f"<th>{_e(c)}</th>" for c in comparison.columns]
     out.append("</tr></thead><tbody>")
     section = None
     for row in rows:
         css = ' class="section"' if section is not None and row.section != section else ""
         section = row.section
-        cells = "".join(f'<td class="num">{_e(row.cell(s))}</td>' for s in comparison.systems)
+        cells = "".join(f'<td class="num">{_e(row.cell(c))}</td>' for c in comparison.columns)
         out.append(f"<tr{css}><td>{_e(row.label)}</td>{cells}</tr>")
     out.append("</tbody></table>")
     return "".join(out)
