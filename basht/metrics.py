@@ -8,7 +8,8 @@ d_i) and W the wasted trials (`measure.wasted_states`, by default failed, aborte
     CINT = Σ emissions_i / Σ E_i, gCO2eq/kWh (energy-weighted; a static intensity is itself)
     JCT  = deploy start to test end, ms (a resumed run adds up its attempts)
     OC   = billed cost of the instance from deploy start to undeploy end, USD (on a RubberBand
-           plan's elastic cluster: every instance's, from its request to its release)
+           plan's elastic cluster: every instance's, from its request to its release; on a Ray
+           cluster: every node's, each one instance at `measure.price`, for its time in the run)
     WTT  = Σ_{i∈W} d_i, ms;  WTE = Σ_{i∈W} E_i, kWh;  WTC = Σ_{i∈W} c_i, USD
     WR   = 100 × idle energy / node energy, % (idle = baseline + allocation + overhead)
 
@@ -25,7 +26,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from basht.energy.monitor import IDLE_KINDS, UNMEASURED, source_label
 from basht.store import Store
@@ -37,6 +38,9 @@ if TYPE_CHECKING:
 #: Trials whose compute counts as wasted: crashed, aborted, or stopped early by the pruner.
 DEFAULT_WASTED_STATES = ("failed", "aborted", "stopped")
 J_PER_KWH = 3.6e6
+#: Where a run on Ray keeps the cluster's nodes in its `host` record: one entry per node and
+#: attempt (`node`, `node_id`, `address`, `cpus`, `gpus`, `joined_at`, `left_at`, `workers`).
+RAY_NODES = "ray_nodes"
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,62 @@ def provisioned_s(store: Store, run_id: str) -> float:
     for p in store.phases(run_id):
         spans[p.attempt].extend((p.start, p.end))
     return sum(max(times) - min(times) for times in spans.values())
+
+
+def _attempt_spans(store: Store, run_id: str) -> dict[int, tuple[float, float, float]]:
+    """Each attempt's first phase start (deploy's), deploy end and last phase end (undeploy's,
+    or the last one recorded if the driver was killed)."""
+    times: dict[int, list[float]] = defaultdict(list)
+    deployed: dict[int, float] = {}
+    for p in store.phases(run_id):
+        times[p.attempt].extend((p.start, p.end))
+        if p.name == "deploy":
+            deployed[p.attempt] = p.end
+    return {
+        attempt: (min(t), deployed.get(attempt, max(t)), max(t)) for attempt, t in times.items()
+    }
+
+
+def ray_nodes(store: Store, run_id: str) -> list[dict[str, Any]]:
+    """The Ray cluster's nodes as the run saw them, one entry per node and attempt (empty for a
+    run not on Ray)."""
+    host = store.get_run(run_id).host or {}
+    return [dict(n) for n in host.get(RAY_NODES) or []]
+
+
+def ray_node_lifetimes(store: Store, run_id: str) -> list[tuple[dict[str, Any], float]]:
+    """Each Ray node with its time in the job. One there by the end of deploy (the run was
+    deployed on it) counts from deploy's start, as a single instance would; one that joined later
+    from when it joined. It counts until it left, or else to its attempt's end."""
+    spans = _attempt_spans(store, run_id)
+    lives = []
+    for node in ray_nodes(store, run_id):
+        span = spans.get(node.get("attempt", 1))
+        if span is None:  # an attempt without a phase: nothing of it was held, or is known
+            continue
+        start, deployed, end = span
+        joined, left = node["joined_at"], node.get("left_at")
+        begin = start if joined <= deployed else joined
+        lives.append((node, max(0.0, min(end, left if left is not None else end) - begin)))
+    return lives
+
+
+def ray_cluster_cost_usd(store: Store, run_id: str, price: Price) -> float | None:
+    """The bill of a Ray cluster: each node as one instance at `price`, for its time in the job,
+    by the provider's rule. An attempt whose nodes were not recorded is one instance over its
+    span. None when no node was recorded at all (not a Ray run)."""
+    from basht.energy.pricing import job_cost_usd
+
+    lives = ray_node_lifetimes(store, run_id)
+    if not lives:
+        return None
+    seen = {node.get("attempt", 1) for node, _ in lives}
+    unseen = [
+        end - start for a, (start, _, end) in _attempt_spans(store, run_id).items() if a not in seen
+    ]
+    return sum(job_cost_usd(price, life) for _, life in lives) + sum(
+        job_cost_usd(price, span) for span in unseen
+    )
 
 
 def instance_lifetimes(store: Store, run_id: str) -> list[tuple[InstanceRow, float]]:
@@ -153,6 +213,8 @@ def compute_metrics(
         out.append(Metric("JCT", jct_s * 1000, "ms"))
     if experiment.plan is not None:
         out.append(Metric("OC", cluster_cost_usd(store, run_id, price), "USD"))
+    elif (on_ray := ray_cluster_cost_usd(store, run_id, price)) is not None:
+        out.append(Metric("OC", on_ray, "USD"))
     else:
         out.append(Metric("OC", job_cost_usd(price, provisioned_s(store, run_id)), "USD"))
     out.append(Metric("WTT", sum(durations[i] for i in wasted) * 1000, "ms"))

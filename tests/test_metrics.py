@@ -6,8 +6,16 @@ from pathlib import Path
 
 import pytest
 
+from basht.bench.native import _record_ray_nodes
+from basht.energy.pricing import AWS_LINUX, Price
+from basht.engine.ray_nodes import NodeLedger, node_label
 from basht.experiment import Experiment
-from basht.metrics import compute_metrics
+from basht.metrics import (
+    compute_metrics,
+    ray_cluster_cost_usd,
+    ray_node_lifetimes,
+    ray_nodes,
+)
 from basht.report.runstats import energy_source, trial_energy_j
 from basht.store import Store
 
@@ -136,3 +144,84 @@ def test_a_trial_whose_energy_was_not_measured_leaves_the_per_trial_figures_empt
     # The energy plot's figures: the unmeasured trial is unknown, not 0.
     assert trial_energy_j(s, run_id) == {0: 3600.0, 1: 1800.0, 2: 360.0, 3: None}
     assert energy_source(s, run_id) == "estimate"
+
+
+# -- a run on a Ray cluster: every node is billed ----------------------------------------------
+
+
+def _node(node_id: str, alive: bool = True, cpus: float = 1.0) -> dict:
+    """One row of `ray.nodes()`, as much of it as the run reads."""
+    return {
+        "NodeID": node_id,
+        "Alive": alive,
+        "NodeManagerAddress": "10.0.0.1",
+        "Resources": {"CPU": cpus},
+    }
+
+
+def test_on_a_ray_cluster_oc_bills_every_node_for_its_time_in_the_job(store):
+    s, run_id = store
+    head, a, b = "aa" * 28, "bb" * 28, "cc" * 28
+    ledger = NodeLedger(on_change=_record_ray_nodes(s, run_id, 1))
+    ledger.seen([_node(head), _node(a), _node("dd" * 28, alive=False)], now=100.5)  # in deploy
+    ledger.placed(0, head)
+    ledger.placed(1, a)
+    ledger.seen([_node(head), _node(a), _node(b, cpus=4)], now=104.0)  # b joins mid-run
+    ledger.seen([_node(head), _node(a, alive=False), _node(b, cpus=4)], now=107.0)  # a is lost
+    ledger.seen([_node(head), _node(b, cpus=4)], now=110.7)  # the last look, in undeploy
+
+    nodes = {n["node_id"]: n for n in ray_nodes(s, run_id)}
+    assert list(nodes) == [head, a, b]  # a node dead before the run is none of its own
+    assert nodes[head]["node"] == node_label(head) == "node-aaaaaaaa"
+    assert (nodes[head]["workers"], nodes[a]["workers"], nodes[b]["workers"]) == ([0], [1], [])
+    assert (nodes[a]["left_at"], nodes[b]["joined_at"], nodes[b]["cpus"]) == (107.0, 104.0, 4.0)
+    assert {n["attempt"] for n in nodes.values()} == {1}
+    # Deploy ran 100..101 and undeploy ended at 111: the nodes there at deploy count from 100,
+    # the one that joined from 104; the lost one until 107, the others to the end.
+    lives = {node["node_id"]: life for node, life in ray_node_lifetimes(s, run_id)}
+    assert lives == pytest.approx({head: 11.0, a: 7.0, b: 7.0})
+    m = {x.name: x for x in compute_metrics(s, run_id)}
+    assert m["OC"].value == pytest.approx(3.6 * (11 + 7 + 7) / 3600)
+    # A trial's cost is its share of the one node it ran on: the node count does not change it.
+    assert m["WTC"].value == pytest.approx(3.6 * (2 + 1) / 3600 / 4)
+
+
+def test_each_ray_node_is_billed_by_the_providers_rule_on_its_own(store):
+    s, run_id = store
+    ledger = NodeLedger(on_change=_record_ray_nodes(s, run_id, 1))
+    ledger.seen([_node("aa" * 28), _node("bb" * 28), _node("cc" * 28)], now=100.5)
+    # Three nodes of 11 s each: AWS bills each its 60 s minimum, not one 33 s instance.
+    price = Price(usd_per_hour=3.6, vcpus=4, rule=AWS_LINUX)
+    assert ray_cluster_cost_usd(s, run_id, price) == pytest.approx(3 * 60 * 3.6 / 3600)
+
+
+def test_a_ray_run_on_one_node_costs_what_a_local_run_does(store):
+    s, run_id = store
+    ledger = NodeLedger(on_change=_record_ray_nodes(s, run_id, 1))
+    ledger.seen([_node("aa" * 28)], now=100.9)  # the Ray that deploy started
+    m = {x.name: x for x in compute_metrics(s, run_id)}
+    assert m["OC"].value == pytest.approx(3.6 * 11 / 3600)  # as test_table_2_is_computed_exactly
+
+
+def test_a_resumed_ray_run_bills_each_attempts_nodes(store):
+    s, run_id = store
+    NodeLedger(on_change=_record_ray_nodes(s, run_id, 1)).seen(
+        [_node("aa" * 28), _node("bb" * 28)], now=100.5
+    )
+    for name, start, end in [("deploy", 200, 201), ("run", 201, 204), ("undeploy", 204, 205)]:
+        s.add_phase(run_id, name, start, end, attempt=2)
+    m = {x.name: x for x in compute_metrics(s, run_id)}
+    # Attempt 2 recorded no node (a driver that never reached Ray): one instance, as before.
+    assert m["OC"].value == pytest.approx(3.6 * (2 * 11 + 5) / 3600)
+    NodeLedger(on_change=_record_ray_nodes(s, run_id, 2)).seen(
+        [_node("aa" * 28), _node("cc" * 28), _node("ee" * 28)], now=200.5
+    )
+    assert [(n["attempt"], n["node_id"][:2]) for n in ray_nodes(s, run_id)] == [
+        (1, "aa"),
+        (1, "bb"),
+        (2, "aa"),
+        (2, "cc"),
+        (2, "ee"),
+    ]
+    m = {x.name: x for x in compute_metrics(s, run_id)}
+    assert m["OC"].value == pytest.approx(3.6 * (2 * 11 + 3 * 5) / 3600)

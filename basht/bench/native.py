@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import select
@@ -11,8 +12,10 @@ from sqlalchemy import select
 from basht.bench.lifecycle import BestTrial, RunContext
 from basht.engine import LocalExecutor, RayExecutor, TrialTask, WorkloadRef
 from basht.engine.ray_meter import NodeMeters
+from basht.engine.ray_nodes import NodeLedger
 from basht.errors import BashtError
 from basht.experiment import Experiment
+from basht.metrics import RAY_NODES
 from basht.plan.executor import PlanExecutor
 from basht.store import CheckpointRow, Store, TrialRow
 from basht.tune import Decision, Tuner, replay, trial_seed
@@ -49,7 +52,11 @@ class NativeSystem:
                 attempt=self.ctx.attempt,
             )
         elif exp.executor == "ray":
-            self.executor = _ray_executor(exp, metered=self.ctx.monitor is not None)
+            self.executor = _ray_executor(
+                exp,
+                metered=self.ctx.monitor is not None,
+                on_nodes=_record_ray_nodes(self.ctx.store, self.ctx.run_id, self.ctx.attempt),
+            )
         else:
             self.executor = LocalExecutor(
                 resources.workers,
@@ -191,9 +198,12 @@ def local_devices(exp: Experiment) -> list[str]:
     return [f"cuda:{i}" for i in range(count)]
 
 
-def _ray_executor(exp: Experiment, metered: bool) -> RayExecutor:
+def _ray_executor(
+    exp: Experiment, metered: bool, on_nodes: Callable[[list[dict[str, Any]]], None] | None = None
+) -> RayExecutor:
     """Trials as Ray actors, on a Ray of their own or the cluster at `ray.address`; when
-    `metered`, with an energy meter on each node whose workers this machine cannot see."""
+    `metered`, with an energy meter on each node whose workers this machine cannot see.
+    `on_nodes` is told the cluster's nodes when one joins, leaves or gets a worker (what OC bills)."""
     if exp.engine.scheduler != "fifo":
         raise BashtError(f"engine.scheduler: {exp.engine.scheduler} runs on executor: local only")
     resources = exp.resources
@@ -204,7 +214,22 @@ def _ray_executor(exp: Experiment, metered: bool) -> RayExecutor:
         memory_per_worker_mb=resources.memory_per_worker_mb,
         address=exp.ray.address if exp.ray is not None else None,
         meters=NodeMeters(exp.measure, resources) if metered else None,
+        nodes=NodeLedger(on_change=on_nodes),
     )
+
+
+def _record_ray_nodes(
+    store: Store, run_id: str, attempt: int
+) -> Callable[[list[dict[str, Any]]], None]:
+    """Keeps an attempt's Ray nodes in the run's `host` record (`metrics.ray_nodes` reads them)."""
+
+    def record(nodes: list[dict[str, Any]]) -> None:
+        host = dict(store.get_run(run_id).host or {})
+        earlier = [n for n in host.get(RAY_NODES, []) if n.get("attempt") != attempt]
+        host[RAY_NODES] = earlier + [{**n, "attempt": attempt} for n in nodes]
+        store.update_run(run_id, host=host)
+
+    return record
 
 
 def best_trial_from_store(ctx: RunContext) -> BestTrial:

@@ -11,7 +11,8 @@ the replay reaches it, so the Tuner never notices. A replacement actor is starte
 and waits for room on the cluster.
 
 With `meters`, a worker whose process the driver cannot read (another machine, another PID
-namespace) has its trials metered on its own node (`ray_meter`).
+namespace) has its trials metered on its own node (`ray_meter`). `nodes` keeps which nodes the
+cluster had, from when to when (`ray_nodes`): what the run's bill counts.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from basht.engine.messages import (
 )
 from basht.engine.ray_actor import TrialActor, machine_of, process_view, write_atomically
 from basht.engine.ray_meter import NodeMeters
+from basht.engine.ray_nodes import NodeLedger
 from basht.engine.ray_session import RaySession
 from basht.errors import BashtError
 
@@ -105,9 +107,11 @@ class RayExecutor:
         address: str | None = None,
         start_timeout_s: float = _START_TIMEOUT_S,
         meters: NodeMeters | None = None,
+        nodes: NodeLedger | None = None,
     ):
         self.workers, self.cpus_per_worker = workers, cpus_per_worker
         self.meters = meters
+        self.nodes = nodes if nodes is not None else NodeLedger()
         self._view = process_view()
         self.accelerator, self.memory_per_worker_mb = accelerator, memory_per_worker_mb
         self.address, self.start_timeout_s = address, start_timeout_s
@@ -123,6 +127,7 @@ class RayExecutor:
     def start(self) -> None:
         """Start or join Ray, then start every worker and wait until each is placed and ready."""
         ray = self._session.open()
+        self.nodes.look(ray)
         self.gpus_per_worker = self._gpus_per_worker(ray)
         self._check_capacity(ray)
         self._actor_class = ray.remote(TrialActor)
@@ -130,6 +135,7 @@ class RayExecutor:
         for slot in self._slots:
             self._launch(slot)
         self._await_ready("start")
+        self.nodes.look(ray)  # those that joined for the workers
         self.start_meters()
 
     def start_meters(self) -> None:
@@ -230,6 +236,7 @@ class RayExecutor:
             self._relaunch(slot)
             return
         slot.ready, slot.failed_starts = None, 0
+        self.nodes.placed(slot.index, slot.node_id)
         if error:
             ref = self._setup_ref
             name = ref.name if ref is not None else "?"
@@ -248,7 +255,10 @@ class RayExecutor:
 
     def shutdown(self, timeout_s: float = 10.0) -> None:
         """Remove the actors and their placement groups; stop a Ray of our own. Safe to call twice."""
-        if self._slots:
+        if self._slots:  # the nodes as they are at the end (those still there stay to the end)
+            import ray
+
+            self.nodes.look(ray)
             self._remove_workers(timeout_s)
         if self.meters is not None:
             self.meters.shutdown()
@@ -355,6 +365,7 @@ class RayExecutor:
         """Events from any worker; waits up to `timeout_s` for the first one."""
         import ray
 
+        self.nodes.look(ray, force=False)
         self._place_queued()
         calls = {s.ready: s for s in self._slots if s.ready is not None}
         calls.update({s.events: s for s in self._slots if s.events is not None})

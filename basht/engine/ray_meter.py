@@ -39,6 +39,7 @@ from basht.energy.monitor import (
     summed,
 )
 from basht.energy.node import open_node_sources, slot_devices
+from basht.engine.ray_nodes import node_label
 
 if TYPE_CHECKING:  # the experiment schema imports the engine
     from basht.experiment import MeasureSpec, ResourcesSpec
@@ -209,7 +210,7 @@ class NodeMeters:
 
         if self._actor_class is None:
             self._actor_class = ray.remote(NodeMeter)
-        label = f"node-{node_id[:8]}"
+        label = node_label(node_id)
         owner = self._owner(machine, label)
         actor = self._actor_class.options(
             num_cpus=0,

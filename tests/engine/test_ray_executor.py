@@ -28,6 +28,7 @@ import ray
 import yaml
 
 from basht.energy import StaticIntensity
+from basht.energy.pricing import Price, job_cost_usd
 from basht.engine import (
     COMPLETE,
     CONTINUE,
@@ -44,10 +45,14 @@ from basht.engine.ray_session import _on_loopback
 from basht.engine.ray_watchdog import end, session_processes
 from basht.errors import ExperimentError, StoreError
 from basht.experiment import Experiment, MeasureSpec, ResourcesSpec
+from basht.metrics import compute_metrics, provisioned_s, ray_node_lifetimes, ray_nodes
 from basht.report.results import build_summary
 from basht.store import Store
 from tests.cli import ROOT, wait_for_trials
 from tests.cli import cli_env as _env
+
+# What the whole runs here are billed at: 0.001 USD a second, per second, no minimum.
+PRICE = Price(usd_per_hour=3.6, vcpus=2)
 
 # Runs a command as a child subreaper: processes it leaves behind are re-parented here rather than
 # to init, so the test can list (into argv[1]) and end every one. Ray's agents outlive a raylet.
@@ -78,6 +83,12 @@ sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
+def _oc(store: Store, run_id: str) -> float | None:
+    """OC as `basht run` computes it, now that undeploy's end is in the store too (the run
+    stored its metrics before undeploy, with the nodes held up to then)."""
+    return {m.name: m.value for m in compute_metrics(store, run_id)}["OC"]
+
+
 def _short_temp() -> Path:
     """Ray puts Unix sockets (at most 107 bytes of path) under its temp folder: keep it short."""
     return Path(tempfile.mkdtemp(prefix="bt", dir="/tmp"))
@@ -96,6 +107,7 @@ def test_a_ray_run_goes_through_every_phase_and_leaves_no_process_or_folder(
     spec["executor"] = "ray"
     spec["workload"]["params"] = {"epoch_s": 0.01}
     spec["search"].update(pruner="asha", min_budget=1, max_budget=3, eta=3, max_trials=6)
+    spec["measure"] = {"price": {"usd_per_hour": PRICE.usd_per_hour, "vcpus": PRICE.vcpus}}
     temp, left = _short_temp(), tmp_path / "left.txt"
     try:
         proc = subprocess.run(
@@ -130,6 +142,10 @@ def test_a_ray_run_goes_through_every_phase_and_leaves_no_process_or_folder(
     # ASHA paused trials at its rungs: their checkpoints came back through Ray's object store.
     checkpoints = [c for t in trials for c in store.checkpoints(t.id)]
     assert any(c.kind == "pause" and c.size_bytes > 0 for c in checkpoints)
+    # Its Ray is one node, which held both workers: billed as the one instance a local run is.
+    (node,) = ray_nodes(store, run.id)
+    assert (node["workers"], node["left_at"], node["attempt"]) == ([0, 1], None, 1)
+    assert _oc(store, run.id) == pytest.approx(job_cost_usd(PRICE, provisioned_s(store, run.id)))
 
 
 def test_a_driver_killed_outright_leaves_no_ray_process_or_folder(spec, write_spec, tmp_path):
@@ -376,6 +392,7 @@ def _digits_asha_on(cluster: Cluster, name: str, address: str | None = None) -> 
     spec = yaml.safe_load((ROOT / "examples" / "digits-asha.yaml").read_text())
     store = f"sqlite:///{cluster.root / f'{name}.db'}"
     spec.update(executor="ray", ray={"address": address or cluster.address}, store=store)
+    spec["measure"]["price"] = {"usd_per_hour": PRICE.usd_per_hour, "vcpus": PRICE.vcpus}
     path = cluster.root / f"{name}.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path, store
@@ -469,6 +486,12 @@ def test_digits_asha_through_ray_client_meters_every_trial_on_its_own_node(clust
     assert "trials_unmeasured" not in metrics
     for name in ("TWH", "WTE", "WR"):
         assert metrics[name].value is not None and metrics[name].source == "estimate", name
+    # Both nodes were the run's from deploy to undeploy, a worker on each: OC bills them both.
+    nodes = ray_nodes(store, run.id)
+    assert sorted(w for n in nodes for w in n["workers"]) == [0, 1]
+    assert len(nodes) == 2 and all(n["left_at"] is None for n in nodes)
+    held = job_cost_usd(PRICE, provisioned_s(store, run.id))
+    assert _oc(store, run.id) == pytest.approx(2 * held) and held > 0
 
 
 def test_digits_asha_on_two_nodes_completes_after_losing_one(cluster):
@@ -484,7 +507,7 @@ def test_digits_asha_on_two_nodes_completes_after_losing_one(cluster):
                     runs = store.list_runs()
                     before = _finished(store, runs[0].id) if runs else {}
         assert driver.poll() is None, "the run ended before a node could be lost"
-        killed = _kill_tree(cluster.node)
+        killed_at, killed = time.time(), _kill_tree(cluster.node)
         _, err = driver.communicate(timeout=300)
     finally:
         if driver.poll() is None:
@@ -520,6 +543,18 @@ def test_digits_asha_on_two_nodes_completes_after_losing_one(cluster):
     counted = metrics["trials_unmeasured"].value if "trials_unmeasured" in metrics else 0
     assert counted == len(unmeasured)
     assert (metrics["TWH"].value is None) == bool(unmeasured)
+    # OC bills both nodes: the head for the whole job, the lost one until Ray declared it dead
+    # (to the end if the run was over before Ray did: a node it still lists is still there).
+    lives = ray_node_lifetimes(store, run.id)
+    assert len(lives) == 2 and sorted(w for n, _ in lives for w in n["workers"]) == [0, 1]
+    held = provisioned_s(store, run.id)
+    assert any(n["left_at"] is None for n, _ in lives)
+    for node, life in lives:
+        if node["left_at"] is None:
+            assert life == pytest.approx(held)
+        else:
+            assert killed_at < node["left_at"] and life < held
+    assert _oc(store, run.id) == pytest.approx(sum(job_cost_usd(PRICE, t) for _, t in lives))
 
 
 # -- lost workers, in this process ----------------------------------------------------------------
