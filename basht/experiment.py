@@ -298,6 +298,7 @@ class PlanPriceSpec(_PlanPart):
     rule: str = ""
     provider: str | None = None
     instance: str | None = None
+    data_usd_per_instance: float = Field(default=0.0, ge=0, allow_inf_nan=False)
 
 
 class PlanEstimateSpec(_PlanPart):

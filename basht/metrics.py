@@ -146,11 +146,15 @@ def instance_lifetimes(store: Store, run_id: str) -> list[tuple[InstanceRow, flo
     ]
 
 
-def cluster_cost_usd(store: Store, run_id: str, price: Price) -> float:
-    """The bill of an elastic cluster: each instance for its life, by the provider's rule."""
+def cluster_cost_usd(
+    store: Store, run_id: str, price: Price, data_usd_per_instance: float = 0.0
+) -> float:
+    """The bill of an elastic cluster: each instance for its life, by the provider's rule, and
+    the data moved onto each one launched."""
     from basht.plan.cluster import billed_usd
 
-    return billed_usd(price, [life for _, life in instance_lifetimes(store, run_id)])
+    lives = [life for _, life in instance_lifetimes(store, run_id)]
+    return billed_usd(price, lives) + data_usd_per_instance * len(lives)
 
 
 def compute_metrics(
@@ -212,7 +216,8 @@ def compute_metrics(
     if jct_s is not None:
         out.append(Metric("JCT", jct_s * 1000, "ms"))
     if experiment.plan is not None:
-        out.append(Metric("OC", cluster_cost_usd(store, run_id, price), "USD"))
+        data_usd = experiment.plan.price.data_usd_per_instance
+        out.append(Metric("OC", cluster_cost_usd(store, run_id, price, data_usd), "USD"))
     elif (on_ray := ray_cluster_cost_usd(store, run_id, price)) is not None:
         out.append(Metric("OC", on_ray, "USD"))
     else:

@@ -118,8 +118,10 @@ class Cluster:
         price: Price,
         on_change: Callable[[Instance, str], None] | None = None,
         clock: Callable[[], float] = time.time,
+        data_usd_per_instance: float = 0.0,
     ):
         self.provider, self.price, self.on_change, self.clock = provider, price, on_change, clock
+        self.data_usd_per_instance = data_usd_per_instance  # moving the data onto a new one
         self.live: list[Instance] = []
         self.history: list[Instance] = []
 
@@ -163,4 +165,5 @@ class Cluster:
 
     def bill_usd(self) -> float:
         now = self.clock()
-        return billed_usd(self.price, [i.lifetime_s(now) for i in self.history])
+        lives = [i.lifetime_s(now) for i in self.history]
+        return billed_usd(self.price, lives) + self.data_usd_per_instance * len(self.history)

@@ -52,7 +52,13 @@ class PlanExecutor:
         self.local = LocalExecutor(0, threads_per_gpu)
         self.provider = LocalProvider(self.local, spec.price.gpus)
         self.provider.check(self.plan)
-        self.cluster = Cluster(self.provider, plan_price(spec.price), self._record, clock)
+        self.cluster = Cluster(
+            self.provider,
+            plan_price(spec.price),
+            self._record,
+            clock,
+            data_usd_per_instance=spec.price.data_usd_per_instance,
+        )
         self.store, self.run_id, self.attempt, self.clock = store, run_id, attempt, clock
         self.stage: int | None = None
         self.layout: Layout | None = None

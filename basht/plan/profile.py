@@ -6,11 +6,15 @@ A profile file (YAML or JSON) names the instance type and holds the measurements
                                       # {usd_per_hour: 12.24, gpus: 4, provider: aws}
     epoch_s: {1: [61.2, 60.8, 75.0], 2: [33.1, 32.9], 4: [19.0, 18.7]}   # one trial's epochs
     startup_s: [95, 110, 160]         # from request to a ready instance
+    data: {gb: 12, usd_per_gb: 0.02}  # optional: what each launched instance pulls, at its price
     source: "ResNet-18 on CIFAR-10, profiled 2026-11-20"
 
 The spread of the samples is what the simulator draws stragglers from. A GPU count that was not
 profiled is scaled from the nearest one below by t(k) = t(k0)·(k/k0)^-b, with b fitted to the
 profiled means (or given as `scaling` when only one count was profiled).
+
+Data movement is billed per instance launched: each new instance pulls the dataset (and the
+checkpoints it resumes) once, `data.gb` at `data.usd_per_gb` (the provider's transfer price).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import yaml
 from basht.energy.pricing import BILLING_RULES, PER_SECOND, Price, PriceError, lookup_price
 from basht.errors import BashtError
 
-_KEYS = {"instance", "epoch_s", "startup_s", "scaling", "source"}
+_KEYS = {"instance", "epoch_s", "startup_s", "scaling", "data", "source"}
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,7 @@ class Profile:
     startup_s: tuple[float, ...] = (0.0,)
     scaling: float | None = None
     source: str = ""
+    data_usd_per_instance: float = 0.0  # data movement: what each launched instance pulls costs
     _sorted: dict[int, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -55,6 +60,8 @@ class Profile:
                 )
         if not self.startup_s or not all(0 <= s < 1e9 for s in self.startup_s):
             raise BashtError("startup_s: expected seconds >= 0 (and below 1e9)")
+        if not (math.isfinite(self.data_usd_per_instance) and self.data_usd_per_instance >= 0):
+            raise BashtError("data: expected a cost >= 0 per instance launched")
         if self.scaling is not None and not (math.isfinite(self.scaling) and self.scaling > 0):
             raise BashtError(f"scaling: expected b > 0 in t(k) = t(1)·k^-b, got {self.scaling!r}")
         needed = {1 << i for i in range(self.price.gpus.bit_length())}  # 1, 2, 4 ... per trial
@@ -143,7 +150,28 @@ def profile_from_dict(data: Any) -> Profile:
         startup_s=startup,
         scaling=scaling,
         source=str(data.get("source", "")),
+        data_usd_per_instance=_data_usd(data.get("data")),
     )
+
+
+def _data_usd(spec: Any) -> float:
+    """`data: {gb, usd_per_gb}`: what moving the data onto one new instance costs."""
+    if spec is None:
+        return 0.0
+    if not isinstance(spec, Mapping):
+        raise BashtError("data: expected a mapping with gb and usd_per_gb")
+    unknown = sorted(set(spec) - {"gb", "usd_per_gb"})
+    if unknown:
+        raise BashtError(f"data.{unknown[0]}: unknown key (expected one of: gb, usd_per_gb)")
+    values = []
+    for key in ("gb", "usd_per_gb"):
+        if key not in spec:
+            raise BashtError(f"data.{key}: missing required key")
+        value = _number(spec[key], f"data.{key}")
+        if value < 0:
+            raise BashtError(f"data.{key}: expected a number >= 0, got {value:g}")
+        values.append(value)
+    return values[0] * values[1]
 
 
 def profile_from_run(

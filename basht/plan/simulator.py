@@ -11,7 +11,8 @@ At a barrier the cluster follows the plan: instances beyond the next stage's cou
 (billed up to the barrier), and new ones are requested then and become ready after a start-up
 time drawn from the profile; trials on instances that were already up start at once. The job
 starts by requesting its first stage's instances, and ends when the last stage does. Every
-instance is billed for its whole life by the provider's rule (e.g. per second, 60 s minimum).
+instance is billed for its whole life by the provider's rule (e.g. per second, 60 s minimum),
+plus the profile's data movement for each instance launched.
 
 Every plan is simulated with the same random draws (common random numbers): a straggler is the
 same trial in the same stage under every plan, so two plans differ by what the plans change.
@@ -120,6 +121,7 @@ class Simulator:
                 billed += self._bill(barrier[:, None] - launched[:, instances:])
                 launched, ready = launched[:, :instances], ready[:, :instances]
             elif instances > have:
+                billed += (instances - have) * self.profile.data_usd_per_instance
                 start = self.profile.startup_quantile(self._u_start[:, i, have:instances])
                 launched = np.hstack([launched, np.repeat(barrier[:, None], instances - have, 1)])
                 ready = np.hstack([ready, barrier[:, None] + start])

@@ -13,6 +13,10 @@ from basht.plan import PlanResult, Profile, ShaJob
 from basht.store import Store
 
 
+def _data_note(usd: float) -> str:
+    return f"; costs include {usd:.4g} USD of data movement per instance launched" if usd else ""
+
+
 def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f}"
 
@@ -23,7 +27,8 @@ def plan_tables(result: PlanResult, job: ShaJob, profile: Profile) -> Group:
     stages = Table(
         title=f"plan: {kind} ({profile.gpus_per_instance} GPUs each) per stage",
         title_justify="left",
-        caption=f"profile: {profile.source or 'no source given'}",
+        caption=f"profile: {profile.source or 'no source given'}"
+        + _data_note(profile.data_usd_per_instance),
         caption_justify="left",
     )
     for column in ("stage", "trials", "epochs each", "instances", "GPUs per trial", "waves"):
@@ -82,8 +87,9 @@ def plan_summary(result: PlanResult) -> str:
     )
 
 
-def plan_price(price: Price) -> dict[str, Any]:
-    """What `basht run --plan` needs to bill the instances it runs: price, size, billing rule."""
+def plan_price(price: Price, data_usd_per_instance: float = 0.0) -> dict[str, Any]:
+    """What `basht run --plan` needs to bill the instances it runs: price, size, billing rule,
+    and the data movement each launch costs."""
     return {
         "usd_per_hour": price.usd_per_hour,
         "gpus": price.gpus,
@@ -93,6 +99,7 @@ def plan_price(price: Price) -> dict[str, Any]:
         "rule": price.rule.name,
         "provider": price.provider,
         "instance": price.instance,
+        "data_usd_per_instance": data_usd_per_instance,
     }
 
 
@@ -100,7 +107,7 @@ def plan_json(result: PlanResult, job: ShaJob, profile: Profile) -> dict[str, An
     return {
         "job": asdict(job) | {"stages": [asdict(s) for s in job.stages]},
         "instance": profile.price.describe(),
-        "price": plan_price(profile.price),
+        "price": plan_price(profile.price, profile.data_usd_per_instance),
         "profile_source": profile.source,
         "deadline_s": result.deadline_s,
         "confidence": result.confidence,
@@ -116,7 +123,8 @@ def plan_json(result: PlanResult, job: ShaJob, profile: Profile) -> dict[str, An
 
 def cluster_summary(store: Store, run_id: str, spec: dict[str, Any]) -> dict[str, Any] | None:
     """How a run on a plan's elastic cluster went, beside what the plan estimated: each stage's
-    instances and time, each instance's start-up, life and bill, the job's time and cost."""
+    instances and time, each instance's start-up, life, bill and data movement, the job's time
+    and cost."""
     plan = spec.get("plan")
     if not plan:
         return None
@@ -126,6 +134,7 @@ def cluster_summary(store: Store, run_id: str, spec: dict[str, Any]) -> dict[str
 
     planned = PlanSpec.model_validate(plan)
     price = plan_price(planned.price)
+    data_usd = planned.price.data_usd_per_instance  # moving the data onto each one launched
     stages = store.stages(run_id)
     spans: dict[int, list[float]] = {}
     for row in stages:
@@ -142,6 +151,7 @@ def cluster_summary(store: Store, run_id: str, spec: dict[str, Any]) -> dict[str
                 "startup_s": None if row.ready_at is None else row.ready_at - row.launched_at,
                 "lifetime_s": life,
                 "billed_usd": job_cost_usd(price, life),
+                "data_usd": data_usd,
             }
         )
     estimate = planned.estimate
@@ -151,7 +161,7 @@ def cluster_summary(store: Store, run_id: str, spec: dict[str, Any]) -> dict[str
         "deadline_s": planned.deadline_s,
         "confidence": planned.confidence,
         "jct_s": sum(max(t) - min(t) for t in spans.values() if t),
-        "cost_usd": sum(i["billed_usd"] for i in billed),
+        "cost_usd": sum(i["billed_usd"] + i["data_usd"] for i in billed),
         "estimate": None if estimate is None else estimate.model_dump(),
         "stages": [
             {

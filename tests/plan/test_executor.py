@@ -65,6 +65,8 @@ def test_the_cluster_releases_the_newest_and_bills_each_instance_for_its_life():
     assert lives == [150, 100, 100, 20]
     # per second with a 60 s minimum: 150 + 100 + 100 + 60 s at 0.001 USD/s
     assert cluster.bill_usd() == pytest.approx(0.41)
+    cluster.data_usd_per_instance = 0.05  # moving the data onto each of the 4 launched
+    assert cluster.bill_usd() == pytest.approx(0.41 + 4 * 0.05)
     assert heard[:6] == [(n, "launched") for n in range(3)] + [(n, "ready") for n in range(3)]
     assert (3, "released") in heard and (0, "released") in heard
 
@@ -111,6 +113,7 @@ PROFILE = {
     "epoch_s": {1: [0.3, 0.32, 0.35, 0.4]},
     "scaling": 0.6,
     "startup_s": [1.0, 1.5],
+    "data": {"gb": 0.5, "usd_per_gb": 0.02},  # 0.01 USD moved onto each instance launched
     "source": "rough local numbers",
 }
 
@@ -194,11 +197,12 @@ def test_basht_run_follows_the_plan_stage_by_stage_and_bills_its_instances(plann
     assert len(trials) == 9 and sum(t.state == "completed" for t in trials) == 1
     survivors = [t for t in trials if t.budget >= 3]
     assert len(survivors) == 3 and all(t.worker in by_number[0].workers for t in survivors)
-    # The run's cost is the instances' bill, each for its life by the 60 s minimum.
+    # The run's cost is the instances' bill, each for its life by the 60 s minimum, and the data
+    # moved onto each.
     summary = json.loads((planned / run.results_dir / "results.json").read_text())
     cluster = summary["cluster"]
     lives = [i["lifetime_s"] for i in cluster["instances"]]
-    expected = sum(max(60, -(-life // 1)) for life in lives) * 3.6 / 3600
+    expected = sum(max(60, -(-life // 1)) for life in lives) * 3.6 / 3600 + 0.01 * len(lives)
     assert cluster["cost_usd"] == pytest.approx(expected, rel=1e-6)
     assert summary["metrics"]["OC"]["value"] == pytest.approx(cluster["cost_usd"], rel=1e-6)
     assert cluster["estimate"]["cost_usd"] > 0 and cluster["plan"] == [3, 1, 2]

@@ -68,6 +68,17 @@ def test_each_instance_is_billed_by_the_providers_rule():
     assert sim((2, 1)).cost_usd == pytest.approx((60 + 60) * 0.001)  # 15 s and 27 s lives
 
 
+def test_data_movement_is_billed_for_each_instance_launched():
+    # 2 GB at 0.05 USD/GB: 0.1 USD for each instance the plan launches, nothing for one it keeps.
+    moved = profile_from_dict(_flat() | {"data": {"gb": 2, "usd_per_gb": 0.05}})
+    assert moved.data_usd_per_instance == pytest.approx(0.1)
+    for plan, launched in (((1, 1), 1), ((2, 1), 2), ((1, 2), 2)):
+        plain = Simulator(ShaJob(4, 1, 3, 3), profile_from_dict(_flat()), runs=3, max_instances=2)
+        sim = Simulator(ShaJob(4, 1, 3, 3), moved, runs=3, max_instances=2)
+        assert sim(plan).jct_s == plain(plan).jct_s
+        assert sim(plan).cost_usd == pytest.approx(plain(plan).cost_usd + 0.1 * launched)
+
+
 def _tail() -> dict:
     return {
         "instance": "aws:p3.8xlarge",
@@ -139,6 +150,9 @@ def test_deadlines_read_as_people_write_them(text, seconds):
         ({**_tail(), "epoch_s": {4: [20.0]}}, "epoch_s: profiled at 4 GPUs only"),
         ({**_tail(), "scaling": float("nan")}, "scaling: expected a number"),
         ({**_tail(), "scaling": -2}, "scaling: expected b > 0"),
+        ({**_tail(), "data": {"gb": 2}}, "data.usd_per_gb: missing required key"),
+        ({**_tail(), "data": {"gb": -1, "usd_per_gb": 0.1}}, "data.gb: expected a number >= 0"),
+        ({**_tail(), "data": {"gb": 1, "usd_per_gb": 0.1, "egress": 1}}, "data.egress: unknown"),
     ],
 )
 def test_a_bad_profile_is_one_line_naming_the_key(tmp_path, profile, named):
