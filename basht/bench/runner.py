@@ -146,6 +146,7 @@ def _execute(
 
     status, error = "failed", None
     sut: SystemUnderTest | None = None
+    metric_rows: list[tuple[str, float | None, str, str | None]] = []
     try:
         try:
             results_dir.mkdir(parents=True, exist_ok=True)
@@ -173,11 +174,9 @@ def _execute(
         with timed("collect_metrics", record):
             extra = sut.collect_metrics()
             metrics = compute_metrics(store, run_id, tuple(ctx.experiment.measure.wasted_states))
-            store.replace_metrics(
-                run_id,
-                [(m.name, m.value, m.unit, m.source) for m in metrics]
-                + [(k, float(v), "", None) for k, v in extra.items()],
-            )
+            metric_rows = [(m.name, m.value, m.unit, m.source) for m in metrics]
+            metric_rows += [(k, float(v), "", None) for k, v in extra.items()]
+            store.replace_metrics(run_id, metric_rows)
         status = "completed"
     except KeyboardInterrupt:
         status, error = "interrupted", "interrupted by the user (SIGINT)"
@@ -201,6 +200,8 @@ def _execute(
         finally:
             if ctx.exporter is not None:
                 ctx.exporter.stop()
+            if metric_rows:  # the bill runs until the resources are released: undeploy's end
+                _bill_to_undeploy(store, run_id, ctx.experiment, metric_rows)
             store.finish_run(run_id, status, error)
             summary = build_summary(store, run_id)
             try:
@@ -209,6 +210,25 @@ def _execute(
                 log.error("results.json not written to %s: %s", results_dir, err.strerror)
             store.close()
     return _result(summary, results_dir)
+
+
+def _bill_to_undeploy(
+    store: Store,
+    run_id: str,
+    experiment: Experiment,
+    rows: list[tuple[str, float | None, str, str | None]],
+) -> None:
+    """OC as DESIGN defines it, over the job's provisioned time: collect_metrics computed it
+    before undeploy had run, so it is computed again once undeploy has released everything."""
+    wasted = tuple(experiment.measure.wasted_states)
+    try:
+        bill = next(m for m in compute_metrics(store, run_id, wasted) if m.name == "OC")
+    except Exception as err:  # the metrics stored at collect_metrics stand
+        log.error("OC not brought up to the end of undeploy: %s", err)
+        return
+    store.replace_metrics(
+        run_id, [(n, bill.value if n == "OC" else v, u, src) for n, v, u, src in rows]
+    )
 
 
 def _result(summary: dict[str, Any], results_dir: Path) -> RunResult:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,29 @@ def test_phases_run_in_order_and_are_stored(spec, tmp_path):
     assert [p.name for p in phases] == list(PHASES)
     assert all(p.end >= p.start and p.duration_s >= 0 and not p.aborted for p in phases)
     assert "JCT" in result.metrics
+
+
+def test_the_bill_runs_until_undeploy_has_released_everything(spec, tmp_path):
+    """OC is computed in collect_metrics, before undeploy, and brought up to undeploy's end."""
+    from basht.energy.pricing import job_cost_usd, price_from_spec
+
+    class SlowToRelease(FakeSystem):
+        def undeploy(self) -> None:
+            super().undeploy()
+            time.sleep(1.5)
+
+    spec["measure"] = {"price": {"usd_per_hour": 3600.0}}  # a dollar a second
+    result = run_benchmark(
+        Experiment.from_dict(spec),
+        results_root=tmp_path / "results",
+        system_factory=lambda ctx: SlowToRelease(ctx, []),
+    )
+    phases = {p.name: p for p in Store(spec["store"]).phases(result.run_id)}
+    held = phases["undeploy"].end - phases["deploy"].start
+    price = price_from_spec(Experiment.from_dict(spec).measure.price)
+    assert held >= 1.5 and result.metrics["OC"]["value"] == pytest.approx(job_cost_usd(price, held))
+    stored = {m.name: m.value for m in Store(spec["store"]).metrics(result.run_id)}
+    assert stored["OC"] == result.metrics["OC"]["value"] and "JCT" in stored
 
 
 @pytest.mark.parametrize("failing", ["deploy", "setup", "run", "test"])
