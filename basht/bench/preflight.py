@@ -8,7 +8,8 @@ resolves them (the same functions), so a file that passes does not fail for thes
 - the space's keys and values pass the workload's `check_config` hook (see
   `basht.workloads.base.Workload`); workloads without the hook are not checked;
 - `measure.carbon` and `measure.price` resolve (no network: a live carbon source is only set up);
-- `store` is a SQLAlchemy URL whose dialect and driver are installed;
+- `store` is a SQLAlchemy URL whose dialect and driver are installed (`postgresql://` means
+  psycopg, as in the store);
 - a fixed `measure.prometheus_port` can be bound on the host the exporter serves on (bound and
   closed at once; 0, a free port, needs no check).
 
@@ -222,24 +223,14 @@ def _check_price(experiment: Experiment, where: str) -> None:
 
 
 def _check_store(url: str, where: str) -> None:
-    """Parse the URL and import its dialect and driver, as create_engine would; no connection,
-    no file or folder made."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
+    """Resolve the URL and import its dialect and driver the way the store opens it
+    (`basht.store.repository.resolve_url`); no connection, no file or folder made."""
+    from basht.store.repository import StoreURLError, resolve_url
 
     try:
-        dialect = make_url(url).get_dialect()
-        import_dbapi = getattr(dialect, "import_dbapi", None)
-        if callable(import_dbapi):
-            import_dbapi()
-    except (ArgumentError, ValueError) as err:
-        raise ExperimentError(
-            f"{where}: store: not a valid SQLAlchemy URL, got {url!r} ({_one_line(err)})"
-        ) from None
-    except ImportError as err:
-        raise ExperimentError(
-            f"{where}: store: the database driver for {url!r} is not installed ({_one_line(err)})"
-        ) from None
+        resolve_url(url)
+    except StoreURLError as err:
+        raise ExperimentError(f"{where}: store: {err.reason}") from None
 
 
 def _check_prometheus_port(port: int | None, where: str) -> None:

@@ -1,4 +1,7 @@
-"""The repository every other module writes through: one store per run, SQLite by default."""
+"""The repository every other module writes through: one store per run, SQLite by default.
+
+SQLite and PostgreSQL go through the same code; `resolve_url` decides which driver a URL gets.
+"""
 
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -62,15 +65,62 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def open_engine(url: str, create: bool = True) -> Engine:
-    """An engine for `url`; a SQLite file's folder is made, unless `create` is off, when a
-    SQLite file that is not there is an error (a reader must not leave an empty store behind)."""
+#: The driver a URL that names none gets, where SQLAlchemy's own default is not the one Basht
+#: installs: `postgresql://` is psycopg 3 (the `postgres` extra), not psycopg2.
+DEFAULT_DRIVERS = {"postgresql": "psycopg"}
+#: The extra that installs a driver, named when the driver is missing.
+DRIVER_EXTRAS = {"psycopg": "postgres"}
+
+
+class StoreURLError(StoreError):
+    """A store URL that does not parse, or whose database driver is not installed. `reason` is
+    the message without its `store: ` prefix, for callers that put their own in front."""
+
+    def __init__(self, reason: str):
+        super().__init__(f"store: {reason}")
+        self.reason = reason
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+def resolve_url(url: str) -> URL:
+    """`url` parsed as the store opens it, its dialect and driver imported (nothing connects, no
+    file is made): a URL that names no driver gets the one in DEFAULT_DRIVERS for its database
+    (`postgresql://` and `postgres://` become `postgresql+psycopg://`). Raises StoreURLError."""
+    parsed: URL | None = None
     try:
-        engine = create_engine(url)
+        parsed = make_url(url)
+        backend, _, driver = parsed.drivername.partition("+")
+        backend = "postgresql" if backend == "postgres" else backend
+        if not driver and backend in DEFAULT_DRIVERS:
+            driver = DEFAULT_DRIVERS[backend]
+        parsed = parsed.set(drivername=f"{backend}+{driver}" if driver else backend)
+        dialect = parsed.get_dialect()
+        import_dbapi = getattr(dialect, "import_dbapi", None)
+        if callable(import_dbapi):
+            import_dbapi()
     except (ArgumentError, ValueError) as err:
-        raise StoreError(f"store {url!r}: not a valid SQLAlchemy URL ({err})") from None
+        raise StoreURLError(f"not a valid SQLAlchemy URL, got {url!r} ({_one_line(err)})") from None
     except ImportError as err:
-        raise StoreError(f"store {url!r}: its database driver is not installed ({err})") from None
+        extra = DRIVER_EXTRAS.get(parsed.get_driver_name()) if parsed is not None else None
+        fix = f"; pip install 'basht[{extra}]'" if extra else ""
+        raise StoreURLError(
+            f"the database driver for {url!r} is not installed ({_one_line(err)}){fix}"
+        ) from None
+    return parsed
+
+
+def open_engine(url: str, create: bool = True) -> Engine:
+    """An engine for `url` (as `resolve_url` reads it); a SQLite file's folder is made, unless
+    `create` is off, when a SQLite file that is not there is an error (a reader must not leave an
+    empty store behind)."""
+    parsed = resolve_url(url)
+    try:
+        engine = create_engine(parsed)
+    except (ArgumentError, ValueError) as err:
+        raise StoreURLError(f"not a valid SQLAlchemy URL, got {url!r} ({_one_line(err)})") from None
     if engine.dialect.name == "sqlite":
         database = engine.url.database
         if database and database != ":memory:":
@@ -95,28 +145,30 @@ _ADD_REPORT_TIMES = _UPDATE_TRIAL.values(
 )
 
 
-def _add_missing_columns(engine: Engine) -> None:
+def _add_missing_columns(conn: Connection) -> None:
     """Bring a store written by an earlier Basht up to date by adding the columns it lacks.
 
     Columns are only ever added (nullable or with a default), so no stored record is touched.
     """
-    inspector = inspect(engine)
-    with engine.begin() as conn:
-        for table in Base.metadata.sorted_tables:
-            present = {c["name"] for c in inspector.get_columns(table.name)}
-            for column in table.columns:
-                if column.name in present:
-                    continue
-                kind = column.type.compile(dialect=engine.dialect)
-                default = column.default.arg if column.default is not None else None
-                clause = f" DEFAULT {default!r}" if isinstance(default, (int, float)) else ""
-                log.info("store: adding column %s.%s", table.name, column.name)
-                conn.execute(
-                    text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}{clause}')
-                )
+    inspector = inspect(conn)
+    for table in Base.metadata.sorted_tables:
+        present = {c["name"] for c in inspector.get_columns(table.name)}
+        for column in table.columns:
+            if column.name in present:
+                continue
+            kind = column.type.compile(dialect=conn.dialect)
+            default = column.default.arg if column.default is not None else None
+            clause = f" DEFAULT {default!r}" if isinstance(default, (int, float)) else ""
+            log.info("store: adding column %s.%s", table.name, column.name)
+            conn.execute(
+                text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}{clause}')
+            )
 
 
 _CREATE_TRIES = 10
+#: The PostgreSQL advisory lock that processes opening one database take while they create or
+#: add to its tables (any fixed number: it only has to be the same in every Basht).
+_SCHEMA_LOCK = 0x6261736874  # "basht"
 
 
 class Store:
@@ -129,11 +181,19 @@ class Store:
         try:
             self._create_tables()
         except OperationalError as err:
-            raise StoreError(f"store {url!r}: cannot open ({err.orig})") from None
+            raise StoreError(f"store {url!r}: cannot open ({_one_line(err.orig)})") from None
         self._session = sessionmaker(self.engine, expire_on_commit=False)
         self._local = threading.local()
 
     def _create_tables(self) -> None:
+        if self.engine.dialect.name == "postgresql":
+            # DDL is transactional here: processes opening one fresh database at once (a run
+            # starting, a reader polling it) take turns, and each finds what the one before made.
+            with self.engine.begin() as conn:
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK})
+                Base.metadata.create_all(conn)
+                _add_missing_columns(conn)
+            return
         for attempt in range(_CREATE_TRIES):
             try:
                 Base.metadata.create_all(self.engine)
@@ -144,7 +204,8 @@ class Store:
                 if "already exists" not in str(err.orig) or attempt == _CREATE_TRIES - 1:
                     raise
                 time.sleep(0.05 * (attempt + 1))
-        _add_missing_columns(self.engine)
+        with self.engine.begin() as conn:
+            _add_missing_columns(conn)
 
     def close(self) -> None:
         self.engine.dispose()

@@ -1,28 +1,25 @@
-"""Real servers for the BSO tests: `basht bso serve` in a subprocess, and a throwaway PostgreSQL.
+"""Real servers for the BSO tests: `basht bso serve` in a subprocess, and a throwaway PostgreSQL
+(`tests.postgres`, shared with the main store's tests).
 
 Every server binds 127.0.0.1 on a free port and is stopped by the fixture that started it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import os
-import pwd
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.postgres import postgres_server
+
 MISSING_EXTRA = any(importlib.util.find_spec(m) is None for m in ("fastapi", "httpx", "uvicorn"))
 if MISSING_EXTRA:
     collect_ignore_glob = ["test_*.py"]
 else:
-    from tests.bso.support import free_port, pg_bindir, start_server
+    from tests.bso.support import start_server
 
 if TYPE_CHECKING:
     import httpx
@@ -75,83 +72,8 @@ def http(server: Server) -> Iterator[httpx.Client]:
 # -- PostgreSQL ---------------------------------------------------------------------------------
 
 
-def _as_cluster_owner() -> tuple[list[str], str | None]:
-    """PostgreSQL refuses to run as root: run its tools as `postgres` then."""
-    if os.geteuid() != 0:
-        return [], None
-    try:
-        pwd.getpwnam("postgres")
-    except KeyError:
-        pytest.skip("running as root and there is no `postgres` user to run PostgreSQL as")
-    if shutil.which("runuser"):
-        return ["runuser", "-u", "postgres", "--"], "postgres"
-    if shutil.which("setpriv"):
-        entry = pwd.getpwnam("postgres")
-        return [
-            "setpriv",
-            f"--reuid={entry.pw_uid}",
-            f"--regid={entry.pw_gid}",
-            "--init-groups",
-        ], "postgres"
-    pytest.skip("running as root without runuser or setpriv to drop to the `postgres` user")
-
-
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """A throwaway PostgreSQL cluster on 127.0.0.1 (trust auth, TCP only), removed afterwards."""
-    bindir = pg_bindir()
-    if bindir is None:
-        pytest.skip("PostgreSQL binaries (initdb, pg_ctl) not found: apt-get install postgresql")
-    prefix, owner = _as_cluster_owner()
-    home = Path(tempfile.mkdtemp(prefix="basht-pg-"))
-    if owner is not None:
-        shutil.chown(home, owner, owner)
-    data, log = home / "data", home / "postgres.log"
-    port = free_port()
-    run = {"check": True, "capture_output": True, "text": True, "timeout": 120, "cwd": home}
-    subprocess.run(
-        [
-            *prefix,
-            str(bindir / "initdb"),
-            "-D",
-            str(data),
-            "-U",
-            "postgres",
-            "--auth=trust",
-            "-E",
-            "UTF8",
-            "--no-sync",
-        ],
-        **run,
-    )
-    options = f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories='' -c fsync=off"
-    try:
-        subprocess.run(
-            [
-                *prefix,
-                str(bindir / "pg_ctl"),
-                "-D",
-                str(data),
-                "-o",
-                options,
-                "-l",
-                str(log),
-                "-w",
-                "-t",
-                "60",
-                "start",
-            ],
-            **run,
-        )
-    except subprocess.CalledProcessError as err:
-        text = log.read_text() if log.exists() else ""
-        raise RuntimeError(f"PostgreSQL did not start: {err.stderr}\n{text}") from None
-    try:
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
-    finally:
-        with contextlib.suppress(subprocess.SubprocessError):
-            subprocess.run(
-                [*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
-                **run,
-            )
-        shutil.rmtree(home, ignore_errors=True)
+    with postgres_server() as server:
+        yield server.url

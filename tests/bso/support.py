@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,14 +14,9 @@ from typing import Any
 import httpx
 
 from tests import cli
+from tests.postgres import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def basht_env(**extra: str) -> dict[str, str]:
@@ -75,20 +68,6 @@ def start_server(db: str, *args: str, log: Path, env: dict[str, str] | None = No
             time.sleep(0.05)
     server.stop()
     raise RuntimeError(f"basht bso serve did not come up:\n{log.read_text()}")
-
-
-def pg_bindir() -> Path | None:
-    """Where initdb and pg_ctl are: on PATH, or the newest /usr/lib/postgresql/*/bin (Debian)."""
-    if shutil.which("initdb") and shutil.which("pg_ctl"):
-        return Path(shutil.which("pg_ctl")).parent  # type: ignore[arg-type]
-    candidates = sorted(
-        Path("/usr/lib/postgresql").glob("*/bin"),
-        key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0,
-    )
-    for bindir in reversed(candidates):
-        if (bindir / "initdb").exists() and (bindir / "pg_ctl").exists():
-            return bindir
-    return None
 
 
 # -- request bodies -------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from basht.bench.systems.peer import check_peer_experiment, require
 from basht.bench.systems.recorder import TrialRecorder
 from basht.engine.messages import WorkloadRef
 from basht.errors import BashtError
+from basht.store.repository import resolve_url
 from basht.tune import trial_seed
 from basht.workloads import is_function_workload, resolve_workload
 
@@ -58,7 +59,9 @@ class OptunaSystem:
             self.storage_file: Path | None = ctx.results_dir / "optuna.db"
             self.storage_url = f"sqlite:///{self.storage_file}"
         else:  # a server database: Optuna's tables (studies, trials, ...) sit beside Basht's
-            self.storage_file, self.storage_url = None, url
+            # with the driver the store uses (a plain postgresql:// means psycopg, not psycopg2)
+            resolved = resolve_url(url).render_as_string(hide_password=False)
+            self.storage_file, self.storage_url = None, resolved
         self.workers: list[_Worker] = []
         self.shared: Shared | None = None
         self.recorder: TrialRecorder | None = None
