@@ -184,6 +184,21 @@ def test_on_a_ray_cluster_oc_bills_every_node_for_its_time_in_the_job(store):
     assert m["OC"].value == pytest.approx(3.6 * (11 + 7 + 7) / 3600)
     # A trial's cost is its share of the one node it ran on: the node count does not change it.
     assert m["WTC"].value == pytest.approx(3.6 * (2 + 1) / 3600 / 4)
+    # results.json lists the nodes with their bills, which add up to OC.
+    from basht.report.results import build_summary
+
+    listed = build_summary(s, run_id)["ray_nodes"]
+    assert [n["node"] for n in listed] == [node_label(x) for x in (head, a, b)]
+    assert [n["lifetime_s"] for n in listed] == pytest.approx([11.0, 7.0, 7.0])
+    assert sum(n["billed_usd"] for n in listed) == pytest.approx(m["OC"].value)
+    from rich.console import Console
+
+    from basht.report.console import result_tables
+
+    shown = Console(width=200, record=True)
+    shown.print(result_tables(build_summary(s, run_id)))
+    text = shown.export_text()
+    assert "Ray nodes billed (OC)" in text and node_label(b) in text
 
 
 def test_each_ray_node_is_billed_by_the_providers_rule_on_its_own(store):

@@ -69,11 +69,26 @@ def result_tables(summary: dict[str, Any]) -> Group:
     parts: list[Any] = [head, phases]
     if summary.get("cluster"):
         parts.append(cluster_tables(summary["cluster"]))
+    if summary.get("ray_nodes"):
+        parts.append(ray_nodes_table(summary["ray_nodes"]))
     if summary["metrics"]:
         parts.append(metrics)
     if summary.get("energy"):
         parts.append(energy_table(summary["energy"]))
     return Group(*parts)
+
+
+def ray_nodes_table(nodes: list[dict[str, Any]]) -> Table:
+    """The Ray nodes OC bills: each one instance for its time in the job."""
+    table = Table(title="Ray nodes billed (OC)", title_justify="left")
+    for column in ("node", "attempt", "CPUs", "GPUs", "seconds", "USD"):
+        table.add_column(column, justify="left" if column == "node" else "right")
+    for n in nodes:
+        table.add_row(
+            n["node"], str(n["attempt"]), _fmt(n["cpus"]), _fmt(n["gpus"]),
+            f"{n['lifetime_s']:.1f}", _fmt(n["billed_usd"]),
+        )  # fmt: skip
+    return table
 
 
 ENERGY_COLUMNS = ("node", "component", "source", "trials (kWh)", "idle (kWh)", "test (kWh)")

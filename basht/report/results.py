@@ -82,7 +82,29 @@ def build_summary(store: Store, run_id: str) -> dict[str, Any]:
         ],
         # A run on a RubberBand plan's elastic cluster: its stages and bill against the plan.
         "cluster": cluster_summary(store, run.id, experiment.spec),
+        # A run on a Ray cluster: the nodes OC bills, each for its time in the job.
+        "ray_nodes": ray_nodes_summary(store, run.id, experiment.spec),
     }
+
+
+def ray_nodes_summary(
+    store: Store, run_id: str, spec: dict[str, Any]
+) -> list[dict[str, Any]] | None:
+    """Each Ray node the run recorded, with its time in the job and its bill (None: not Ray)."""
+    from basht.energy.pricing import job_cost_usd, price_from_spec
+    from basht.experiment import PriceSpec
+    from basht.metrics import ray_node_lifetimes
+
+    lives = ray_node_lifetimes(store, run_id)
+    if not lives:
+        return None
+    price = price_from_spec(PriceSpec.model_validate(spec["measure"]["price"]))
+    keys = ("node", "attempt", "address", "cpus", "gpus", "joined_at", "left_at")
+    return [
+        {k: node.get(k) for k in keys}
+        | {"lifetime_s": life, "billed_usd": job_cost_usd(price, life)}
+        for node, life in lives
+    ]
 
 
 def _clean(value: Any) -> Any:
