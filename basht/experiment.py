@@ -160,15 +160,6 @@ class SearchSpec(_Strict):
             raise ValueError("max_budget may be null (unbounded) only with pruner: asha")
         if self.max_budget is None and self.time_budget_s is None and self.target is None:
             raise ValueError("an unbounded max_budget needs time_budget_s or target to end the run")
-        ends = self.max_trials is not None or self.time_budget_s is not None
-        # SHA and Hyperband run one bracket without a trial limit; a grid runs out; the others
-        # draw new configurations for ever.
-        never_done = self.pruner in ("none", "asha", "async-hyperband") and self.sampler != "grid"
-        if never_done and not ends and self.target is None:
-            raise ValueError(
-                f"pruner {self.pruner} with the {self.sampler} sampler never ends on its own: "
-                "give max_trials, time_budget_s or target"
-            )
         if self.max_budget is not None and self.min_budget > self.max_budget:
             raise ValueError(
                 f"min_budget must not exceed max_budget, got {self.min_budget} > {self.max_budget}"
@@ -380,6 +371,19 @@ class Experiment(BaseModel):
             raise _at("search.sampler", "tpe is Optuna's; use it with system: optuna")
         if self.search.sampler == "grid" and not self.search_space.is_finite:
             raise _at("search.sampler", "grid needs a finite space (give `step` or use `choice`)")
+        search = self.search
+        ends = any(v is not None for v in (search.max_trials, search.time_budget_s, search.target))
+        # SHA and Hyperband run one bracket without a trial limit; a grid runs out; the others
+        # draw new configurations for ever.
+        never_done = (
+            search.pruner in ("none", "asha", "async-hyperband") and search.sampler != "grid"
+        )
+        if never_done and not ends:
+            raise _at(
+                "search",
+                f"pruner {search.pruner} with the {search.sampler} sampler never ends on its own: "
+                "give max_trials, time_budget_s or target",
+            )
         return self
 
     @model_validator(mode="after")
