@@ -486,6 +486,12 @@ class Experiment(BaseModel):
         return self.model_dump(mode="json", exclude_none=False)
 
 
+#: What a run adds to the experiment it stores, derived rather than given (pS, and Table 1's
+#: dataset, model, size and training algorithm as the workload describes them): taken out
+#: again before a stored experiment is read back.
+DERIVED_KEYS = ("space_size", "workload_about")
+
+
 def _tuple(values: list[Any]) -> list[Any]:
     return [tuple(v) if isinstance(v, list) else v for v in values]
 

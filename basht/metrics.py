@@ -161,12 +161,13 @@ def compute_metrics(
     store: Store, run_id: str, wasted_states: tuple[str, ...] = DEFAULT_WASTED_STATES
 ) -> list[Metric]:
     from basht.energy.pricing import job_cost_usd, price_from_spec, trial_cost_usd
-    from basht.experiment import Experiment
+    from basht.experiment import DERIVED_KEYS, Experiment
     from basht.plan.cluster import plan_price
 
     run = store.get_run(run_id)
     spec = dict(store.get_experiment(run.experiment_id).spec)
-    spec.pop("space_size", None)
+    for derived in DERIVED_KEYS:
+        spec.pop(derived, None)
     experiment = Experiment.from_dict(spec, f"run {run_id}")
     price = price_from_spec(experiment.measure.price)
     cpus = experiment.resources.cpus_per_worker

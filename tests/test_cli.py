@@ -50,6 +50,15 @@ def test_basht_run_writes_store_and_results(spec, write_spec, tmp_path):
     assert results["run_id"] == run.id and results["status"] == "completed"
     assert results["best"]["value"] == run.best_value
     assert len(results["trials"]) == 4 and results["metrics"]["JCT"]["unit"] == "ms"
+    # Table 1's dataset, its size, model and training algorithm, as the workload describes them.
+    assert results["workload"] == {
+        "name": "sleep",
+        "dataset": "none",
+        "dataset_mb": 0.0,
+        "model": "a known learning curve (its ceiling set by the config)",
+        "training": "none (an epoch sleeps 0.01 s)",
+    }
+    assert "sleep: none; a known learning curve" in " ".join(proc.stdout.split())
     # Every joule of the node's accounts is in the energy-by-node breakdown, once.
     assert "energy by node" in proc.stdout
     assert {(e["node"], e["component"]) for e in results["energy"]} == {

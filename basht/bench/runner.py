@@ -13,11 +13,15 @@ from typing import Any
 from basht.bench.lifecycle import BestTrial, RunContext, SystemUnderTest
 from basht.bench.measurement import start_exporter, start_monitor
 from basht.bench.timing import Timing, timed
+from basht.engine.messages import WorkloadRef
+from basht.engine.worker import build_workload
 from basht.errors import BashtError, RunInterrupted
-from basht.experiment import Experiment
+from basht.experiment import DERIVED_KEYS, Experiment
 from basht.metrics import compute_metrics
 from basht.report.results import build_summary, write_results_json
 from basht.store import Store
+from basht.workloads import is_function_workload, resolve_workload
+from basht.workloads.base import about_workload
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +88,7 @@ def run_benchmark(
     store = Store(experiment.store)
     spec = experiment.to_dict()
     spec["space_size"] = experiment.space_size
+    spec["workload_about"] = _about(experiment)
     experiment_id = store.add_experiment(experiment.name, spec)
     run = store.create_run(
         experiment_id, experiment.name, experiment.system, experiment.executor, Path(results_root)
@@ -118,7 +123,8 @@ def resume_benchmark(
                 f"first, or if it was killed, resume once it has been silent {DRIVER_SILENT_S:.0f} s"
             )
     spec = dict(store.get_experiment(run.experiment_id).spec)
-    spec.pop("space_size", None)
+    for derived in DERIVED_KEYS:
+        spec.pop(derived, None)
     experiment = Experiment.from_dict(spec, f"run {run.id}")
     attempt = 1 + max((p.attempt for p in store.phases(run.id)), default=0)
     store.update_run(run.id, status="running", error=None, ended_at=None)
@@ -229,6 +235,20 @@ def _bill_to_undeploy(
     store.replace_metrics(
         run_id, [(n, bill.value if n == "OC" else v, u, src) for n, v, u, src in rows]
     )
+
+
+def _about(experiment: Experiment) -> dict[str, Any] | None:
+    """Table 1's dataset, its size, model and training algorithm, as the workload says (a
+    plain-function workload says nothing)."""
+    ref = experiment.workload
+    if is_function_workload(resolve_workload(ref.name)):
+        return None
+    try:
+        workload = build_workload(WorkloadRef(ref.name, dict(ref.params), experiment.seed))
+        return about_workload(workload)
+    except Exception as err:  # a description is not worth failing a run over
+        log.warning("workload %s: no description (%s)", ref.name, err)
+        return None
 
 
 def _result(summary: dict[str, Any], results_dir: Path) -> RunResult:

@@ -35,6 +35,7 @@ def result_tables(summary: dict[str, Any]) -> Group:
     )
     head.add_row("system", f"{summary['system']} / {summary['executor']}")
     head.add_row("algorithm", _fmt(summary.get("algorithm")))
+    head.add_row("workload", describe_workload(summary.get("workload")))
     head.add_row("search space pS", _fmt(summary.get("space_size")))
     head.add_row("best trial", _fmt(best["trial"]))
     head.add_row("best config", _fmt(best["config"]))
@@ -76,6 +77,18 @@ def result_tables(summary: dict[str, Any]) -> Group:
     if summary.get("energy"):
         parts.append(energy_table(summary["energy"]))
     return Group(*parts)
+
+
+def describe_workload(workload: dict[str, Any] | None) -> str:
+    """Table 1's t, ts, m, ta in one line: `digits-mlp: dataset (0.9 MB); model; training`."""
+    if not workload:
+        return "-"
+    parts = [workload.get("dataset"), workload.get("model"), workload.get("training")]
+    size = workload.get("dataset_mb")
+    if parts[0] and size:
+        parts[0] = f"{parts[0]} ({size:.3g} MB)"
+    described = "; ".join(p for p in parts if p)
+    return f"{workload['name']}: {described}" if described else workload["name"]
 
 
 def ray_nodes_table(nodes: list[dict[str, Any]]) -> Table:

@@ -17,7 +17,7 @@ from typing import Any
 
 from basht.report.compare import Row, compare_rows
 from basht.report.comparison import Comparison
-from basht.report.console import ENERGY_COLUMNS, energy_rows, fmt
+from basht.report.console import ENERGY_COLUMNS, describe_workload, energy_rows, fmt
 from basht.report.results import build_summary
 from basht.store import Store
 
@@ -112,6 +112,7 @@ def run_sections(summary: dict[str, Any], plots: dict[str, Path] | None) -> list
         ("status", summary["status"] + (f" ({summary['error']})" if summary["error"] else "")),
         ("system", f"{summary['system']} / {summary['executor']}"),
         ("algorithm", fmt(summary.get("algorithm"))),
+        ("workload", describe_workload(summary.get("workload"))),
         ("search space pS", fmt(summary.get("space_size"))),
         ("best trial", fmt(best["trial"])),
         ("best config", fmt(best["config"])),

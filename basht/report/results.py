@@ -31,6 +31,9 @@ def build_summary(store: Store, run_id: str) -> dict[str, Any]:
         # How it was measured: energy and carbon sources, sample interval, live metrics URL.
         "measurement": run.measurement or {},
         "space_size": experiment.spec.get("space_size"),
+        # Table 1's t, ts, m, ta: the workload's dataset, its size, model and training algorithm.
+        "workload": {"name": experiment.spec["workload"]["name"]}
+        | (experiment.spec.get("workload_about") or {}),
         "best": {
             "trial": run.best_trial,
             "config": run.best_config,

@@ -205,6 +205,21 @@ class TorchMLP:
         """The data, read or generated with `self.seed`; the same for every trial of a run."""
         raise NotImplementedError
 
+    def _dataset(self) -> tuple[str, float | None]:
+        """What the data is, and its size in MB, without reading it (for `about`)."""
+        raise NotImplementedError
+
+    def about(self) -> dict[str, Any]:
+        """Table 1's t, ts, m, ta (see `basht.workloads.base.Workload`)."""
+        dataset, size_mb = self._dataset()
+        optimizer = self._defaults.get("optimizer", HParams.optimizer)
+        return {
+            "dataset": dataset,
+            "dataset_mb": size_mb,
+            "model": "MLP (PyTorch): hidden widths and dropout from the config",
+            "training": f"minibatch {optimizer} on cross-entropy unless the config says otherwise",
+        }
+
     @classmethod
     def check_config(cls, config: Mapping[str, Any], where: str = "config") -> None:
         """The preflight hook (see `basht.workloads.base.Workload`): the checks `load` makes on

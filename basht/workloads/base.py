@@ -79,6 +79,19 @@ class Workload(Protocol):
     #
     # Optional: a class attribute `metrics`, the names `validate()` reports; `search.metric` is
     # then checked against it before the run, not found missing in every trial's report.
+    #
+    # Optional: `about()`, the seed's Table 1 variables the workload stands for, kept with the
+    # run: `dataset` (t), `dataset_mb` (ts), `model` (m) and `training` (ta). It must be cheap:
+    # no data loaded, no model built (see `about_workload`).
+
+
+def about_workload(workload: Any) -> dict[str, Any] | None:
+    """A built workload's `about()` with the four keys in order, or None when it has none."""
+    about = getattr(workload, "about", None)
+    if not callable(about):
+        return None
+    info = dict(about())
+    return {key: info.get(key) for key in ("dataset", "dataset_mb", "model", "training")}
 
 
 class TrialReporter(Protocol):

@@ -41,6 +41,10 @@ def digits_splits(seed: int = 0) -> Splits:
     return Splits(*arrays, n_classes=10)
 
 
+DIGITS = "scikit-learn digits: 1,797 8x8 images, 10 classes"
+DIGITS_MB = 1797 * (64 + 1) * 8 / 1e6  # features and labels as float64/int64, as sklearn loads them
+
+
 class DigitsMLP(TorchMLP):
     """digits-mlp: a small PyTorch MLP; an epoch takes milliseconds, so trials are cheap to run.
 
@@ -52,6 +56,9 @@ class DigitsMLP(TorchMLP):
 
     def _splits(self) -> Splits:
         return digits_splits(self.seed)
+
+    def _dataset(self) -> tuple[str, float | None]:
+        return DIGITS, DIGITS_MB
 
 
 _SGD_DEFAULTS: dict[str, Any] = {
@@ -86,6 +93,16 @@ class DigitsSGD:
     def set_threads(self, threads: int) -> None:
         """A new width between epochs (Fluid)."""
         self._threads = max(1, int(threads))
+
+    def about(self) -> dict[str, Any]:
+        """Table 1's t, ts, m, ta (see `basht.workloads.base.Workload`)."""
+        loss = self._defaults.get("loss", _SGD_DEFAULTS["loss"])
+        return {
+            "dataset": DIGITS,
+            "dataset_mb": DIGITS_MB,
+            "model": "linear classifier (scikit-learn SGDClassifier)",
+            "training": f"SGD on {loss} unless the config says otherwise",
+        }
 
     @classmethod
     def check_config(cls, config: Mapping[str, Any], where: str = "config") -> None:

@@ -226,3 +226,12 @@ class MnistMLP(TorchMLP):
 
     def _splits(self) -> Splits:
         return mnist_splits(self.path, self.validation_fraction, self.limit)
+
+    def _dataset(self) -> tuple[str, float | None]:
+        """The four files' size on disk (compressed, if they are); None if one is missing."""
+        limit = f", the first {self.limit} training images" if self.limit else ""
+        try:
+            size = sum(_find(self.path, name).stat().st_size for name in FILES.values())
+        except (WorkloadError, OSError):
+            return f"MNIST IDX files in {self.path}{limit}", None
+        return f"MNIST IDX files in {self.path}{limit}", size / 1e6

@@ -33,6 +33,15 @@ class Sleep:
         )
         self.ceiling = 1.0 / (1.0 + distance)
 
+    def about(self) -> dict[str, Any]:
+        """Table 1's t, ts, m, ta: no data and no model, a known curve."""
+        return {
+            "dataset": "none",
+            "dataset_mb": 0.0,
+            "model": "a known learning curve (its ceiling set by the config)",
+            "training": f"none (an epoch sleeps {self.epoch_s:g} s)",
+        }
+
     def train(self, epochs: int) -> None:
         if self.epoch_s:
             time.sleep(self.epoch_s * epochs)

@@ -112,6 +112,22 @@ def test_mnist_mlp_needs_a_path(tmp_path: Path) -> None:
         MnistMLP(seed=0, path=tmp_path / "nowhere")
 
 
+def test_mnist_mlp_describes_its_files_without_reading_them(tmp_path: Path) -> None:
+    from basht.workloads.base import about_workload
+
+    make_mnist(tmp_path, gz=True)
+    on_disk = sum(p.stat().st_size for p in tmp_path.iterdir()) / 1e6
+    about = about_workload(MnistMLP(seed=0, path=str(tmp_path), limit=100, optimizer="sgd"))
+    assert about == {
+        "dataset": f"MNIST IDX files in {tmp_path}, the first 100 training images",
+        "dataset_mb": pytest.approx(on_disk),
+        "model": "MLP (PyTorch): hidden widths and dropout from the config",
+        "training": "minibatch sgd on cross-entropy unless the config says otherwise",
+    }
+    (tmp_path / (FILES["test_labels"] + ".gz")).unlink()  # a size it cannot know is None
+    assert about_workload(MnistMLP(seed=0, path=str(tmp_path)))["dataset_mb"] is None
+
+
 def test_missing_mnist_file_is_named(tmp_path: Path) -> None:
     make_mnist(tmp_path)
     (tmp_path / FILES["test_labels"]).unlink()
