@@ -335,6 +335,63 @@ def plan(
         console.print(f"wrote {json_out}")
 
 
+@app.command("profile")
+def profile_cmd(
+    file: Annotated[Path, typer.Argument(help="Experiment file: its workload and first config.")],
+    instance: Annotated[
+        str, typer.Option(help="The instance type to plan for, e.g. aws:p3.8xlarge.")
+    ],
+    out: Annotated[Path, typer.Option(help="Where to write the profile (YAML).")] = Path(
+        "profile.yaml"
+    ),
+    gpus: Annotated[
+        str,
+        typer.Option(
+            help="GPUs per trial to time, comma-separated (1 GPU = cpus_per_worker cores here)."
+        ),
+    ] = "1,2",
+    epochs: Annotated[int, typer.Option(min=1, help="Epochs timed at each GPU count.")] = 5,
+    startups: Annotated[int, typer.Option(min=1, help="Instance launches timed.")] = 2,
+    scaling: Annotated[
+        float | None,
+        typer.Option(help="b in t(k) = t(1)·k^-b, when only one GPU count is timed."),
+    ] = None,
+) -> None:
+    """RubberBand's offline profiling: time one trial's epochs at several GPU counts and an
+    instance's start-up on this machine, and write a profile for `basht plan --profile`."""
+    import yaml
+    from rich.table import Table
+
+    from basht.experiment import load_experiment
+    from basht.plan.profile import parse_instance
+    from basht.plan.profiling import measure, profile_dict
+
+    experiment = load_experiment(file)
+    try:
+        counts = sorted({int(g) for g in gpus.split(",") if g.strip()})
+    except ValueError:
+        raise BashtError(f"--gpus: expected whole numbers, comma-separated, got {gpus!r}") from None
+    if not counts:
+        raise BashtError("--gpus: give at least one GPU count")
+    price = parse_instance(instance)
+    measured = measure(experiment, counts, price.gpus, epochs=epochs, startups=startups)
+    data = profile_dict(experiment, instance, measured, scaling)
+    table = Table(
+        title=f"profile of {experiment.name} for {price.describe()}", title_justify="left"
+    )
+    table.add_column("GPUs per trial", justify="right")
+    table.add_column("epochs timed", justify="right")
+    table.add_column("mean s per epoch", justify="right")
+    for count, samples in measured.epoch_s.items():
+        table.add_row(str(count), str(len(samples)), f"{sum(samples) / len(samples):.4g}")
+    console.print(table)
+    startup = ", ".join(f"{s:.2f}" for s in measured.startup_s)
+    console.print(f"instance start-up (s): {startup}", soft_wrap=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(yaml.safe_dump(data, sort_keys=False))
+    console.print(f"wrote {out}; plan with: basht plan {file} --profile {out} --deadline ...")
+
+
 def _report_comparison(
     ref: str, store: str, results: Path, as_json: bool, as_html: bool, out: Path | None
 ) -> None:

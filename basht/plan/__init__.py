@@ -4,7 +4,8 @@ A synchronous successive-halving job (`ShaJob`) runs in stages, each ending at a
 gives each stage a number of instances; `simulate` estimates a plan's completion time and billed
 cost from a `Profile` (measured epoch times per GPU count, instance start-up times) by Monte Carlo
 with stragglers, and `plan_job` searches plans greedily by cost-marginal benefit, starting from
-the cheapest static cluster that meets the deadline.
+the cheapest static cluster that meets the deadline. `profiling` measures a profile on this
+machine; `executor` runs a plan on an elastic cluster.
 """
 
 from basht.plan.job import ShaJob, Stage

@@ -145,7 +145,7 @@ def profile_from_dict(data: Any) -> Profile:
     startup = tuple(_number(s, "startup_s") for s in _listed(data.get("startup_s", [0.0])))
     scaling = None if data.get("scaling") is None else _number(data["scaling"], "scaling")
     return Profile(
-        price=_instance(data["instance"]),
+        price=parse_instance(data["instance"]),
         epoch_s=times,
         startup_s=startup,
         scaling=scaling,
@@ -194,7 +194,7 @@ def profile_from_run(
     seconds = tuple(s for s in seconds if s > 0)
     if not seconds:
         raise BashtError(f"run {run.id}: no epoch was reported, nothing to profile")
-    price = _instance(instance)
+    price = parse_instance(instance)
     if scaling is None and price.gpus > 1:
         raise BashtError(
             f"run {run.id} measured one GPU per trial: give the scaling to more GPUs "
@@ -240,7 +240,7 @@ def _listed(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list | tuple) else [value]
 
 
-def _instance(spec: Any) -> Price:
+def parse_instance(spec: Any) -> Price:
     """`provider:instance` from the price sheet, or an explicit price with GPUs per instance."""
     try:
         if isinstance(spec, str):

@@ -1,0 +1,147 @@
+"""Offline profiling for RubberBand: time one trial's epochs at several widths, and how long an
+instance takes to start, on this machine, and write them as a profile `basht plan` reads.
+
+This machine stands in for the instance type the way `basht run --plan` emulates it: an
+instance is a group of worker processes, one per GPU, and a trial given k GPUs trains in one of
+them with k x `cpus_per_worker` threads. Start-up is the time to launch such an instance (spawn
+its workers and set the workload up in them) and be ready. The numbers are this machine's; the
+profile's `source` says so, and the price is the instance type's.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from basht.engine.local import LocalExecutor
+from basht.engine.messages import CONTINUE, STOP, TrialTask, WorkloadRef
+from basht.errors import BashtError
+from basht.experiment import Experiment
+from basht.plan.cluster import LocalProvider
+from basht.plan.profile import Profile, parse_instance
+from basht.tune.samplers import make_sampler
+from basht.tune.tuner import trial_seed
+
+#: How long one profiled trial may take before the profile gives up on it.
+TRIAL_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What profiling measured: per-epoch seconds at each GPU count, and start-up seconds."""
+
+    epoch_s: dict[int, tuple[float, ...]]
+    startup_s: tuple[float, ...]
+    config: dict[str, Any]
+
+
+def measure(
+    experiment: Experiment,
+    gpus: Sequence[int],
+    instance_gpus: int,
+    *,
+    epochs: int = 5,
+    startups: int = 2,
+) -> Measured:
+    """One trial (the first configuration the file's sampler draws) trained `epochs` epochs at
+    each GPU count in `gpus`, and `startups` launches of an instance of `instance_gpus` worker
+    processes. The first epoch warms caches and allocators, so with more than one it is not a
+    sample."""
+    if epochs < 1 or startups < 1:
+        raise BashtError("profile: give at least one epoch and one start-up")
+    threads_per_gpu = experiment.resources.cpus_per_worker
+    cores = os.cpu_count() or 1
+    for count in gpus:
+        if count > instance_gpus:
+            raise BashtError(
+                f"--gpus: {count} GPUs per trial, but the instance has {instance_gpus}"
+            )
+        if count < 1 or count * threads_per_gpu > cores:
+            raise BashtError(
+                f"--gpus: {count} GPUs are emulated by {count * threads_per_gpu} cores here "
+                f"(cpus_per_worker {threads_per_gpu}), and this machine has {cores}"
+            )
+    config = make_sampler(experiment.search.sampler, experiment.search_space, experiment.seed)
+    first = config.next()
+    if first is None:
+        raise BashtError("profile: the search space gave no configuration")
+    ref = WorkloadRef(experiment.workload.name, dict(experiment.workload.params), experiment.seed)
+    local = LocalExecutor(0, threads_per_gpu)
+    local.start()
+    try:
+        local.setup(ref)
+        startup = tuple(_launch_time(local, instance_gpus) for _ in range(startups))
+        samples = {}
+        for trial_id, count in enumerate(sorted(set(gpus))):
+            (worker,) = local.add_workers(1)
+            task = TrialTask(
+                trial_id,
+                dict(first),
+                ref,
+                trial_seed(experiment.seed, 0),
+                target_budget=epochs,
+                threads=count * threads_per_gpu,
+            )
+            times = _train(local, task, worker, epochs)
+            samples[count] = times[1:] if len(times) > 1 else times
+            local.remove_workers([worker])
+    finally:
+        local.shutdown()
+    return Measured(samples, startup, dict(first))
+
+
+def _launch_time(local: LocalExecutor, gpus: int) -> float:
+    """Seconds from asking for an instance to its workers being ready with the workload."""
+    provider = LocalProvider(local, gpus)
+    start = time.perf_counter()
+    (instance,) = provider.launch(1)
+    elapsed = time.perf_counter() - start
+    provider.release(instance)
+    return elapsed
+
+
+def _train(local: LocalExecutor, task: TrialTask, worker: int, epochs: int) -> list[float]:
+    """Each epoch's train + validate seconds, as the store keeps them for a run."""
+    local.submit(task, worker=worker)
+    times: list[float] = []
+    deadline = time.monotonic() + TRIAL_TIMEOUT_S
+    while time.monotonic() < deadline:
+        for event in local.poll(1.0):
+            if event.trial_id != task.trial_id:
+                continue
+            if event.kind == "failed":
+                raise BashtError(f"profile: the trial failed: {event.error}")
+            if event.kind == "report":
+                times.append(event.train_s + event.validate_s)
+                local.command(task.trial_id, CONTINUE if event.epoch < epochs else STOP)
+            elif event.kind == "stopped":
+                return times
+    raise BashtError(f"profile: the trial did not finish {epochs} epochs in {TRIAL_TIMEOUT_S} s")
+
+
+def profile_dict(
+    experiment: Experiment, instance: Any, measured: Measured, scaling: float | None = None
+) -> dict[str, Any]:
+    """The profile file's content (`basht.plan.profile.load_profile` reads it back); checked as
+    a profile first (one GPU count needs `scaling`)."""
+    price = parse_instance(instance)
+    Profile(price, measured.epoch_s, measured.startup_s, scaling)
+    host = platform.node() or "this machine"
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return {
+        "instance": instance,
+        "epoch_s": {k: [round(s, 6) for s in v] for k, v in measured.epoch_s.items()},
+        "startup_s": [round(s, 6) for s in measured.startup_s],
+        **({"scaling": scaling} if scaling is not None else {}),
+        "source": (
+            f"measured by basht profile on {host}, {when}: {experiment.workload.name}, one trial "
+            f"of {experiment.name} ({measured.config}); a GPU emulated by "
+            f"{experiment.resources.cpus_per_worker} core(s) of this machine, an instance by "
+            "its worker processes"
+        ),
+    }

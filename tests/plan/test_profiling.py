@@ -1,0 +1,57 @@
+"""RubberBand's offline profiling on this machine: `basht profile` times one trial's epochs at
+several GPU counts and an instance's start-up, and writes a profile `basht plan` reads."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+
+from basht.plan import load_profile
+from tests.cli import basht
+from tests.conftest import BASE
+
+INSTANCE = "aws:p3.8xlarge"  # 4 GPUs: an instance here is 4 worker processes
+
+
+def _experiment(tmp_path: Path) -> Path:
+    spec = BASE | {"name": "slow", "workload": {"name": "sleep", "params": {"epoch_s": 0.05}}}
+    path = tmp_path / "slow.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def test_basht_profile_times_each_gpu_count_and_the_start_up_and_plan_reads_it(tmp_path):
+    file = _experiment(tmp_path)
+    args = ["--instance", INSTANCE, "--gpus", "1,2", "--epochs", "3", "--startups", "1"]
+    proc = basht("profile", str(file), *args, "--out", "p.yaml", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "wrote p.yaml" in proc.stdout
+    profile = load_profile(tmp_path / "p.yaml")
+    assert profile.price.instance == "p3.8xlarge" and profile.gpus_per_instance == 4
+    # Three epochs at each count; the first warms up and is not a sample.
+    assert sorted(profile.epoch_s) == [1, 2]
+    assert all(len(s) == 2 and all(t >= 0.05 for t in s) for s in profile.epoch_s.values())
+    assert len(profile.startup_s) == 1 and profile.startup_s[0] > 0
+    assert profile.source.startswith("measured by basht profile on ")
+    plan = basht("plan", str(file), "--profile", "p.yaml", "--deadline", "1h", cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    assert "measured by basht profile" in " ".join(plan.stdout.split())
+
+
+def test_gpu_counts_this_machine_or_the_instance_cannot_hold_are_one_line(tmp_path):
+    file = _experiment(tmp_path)
+    for gpus, message in (
+        ("1,512", "--gpus: 512 GPUs per trial, but the instance has 4"),
+        ("1,x", "--gpus: expected whole numbers"),
+    ):
+        proc = basht("profile", str(file), "--instance", INSTANCE, "--gpus", gpus, cwd=tmp_path)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+    if (os.cpu_count() or 1) < 8:  # more GPUs per trial than this machine has cores
+        proc = basht(
+            "profile", str(file), "--instance", "aws:p4d.24xlarge", "--gpus", "8", cwd=tmp_path
+        )
+        assert proc.returncode == 2 and "8 GPUs are emulated by 8 cores here" in proc.stderr
+    assert not (tmp_path / "profile.yaml").exists()
