@@ -6,6 +6,7 @@ A profile file (YAML or JSON) names the instance type and holds the measurements
                                       # {usd_per_hour: 12.24, gpus: 4, provider: aws}
     epoch_s: {1: [61.2, 60.8, 75.0], 2: [33.1, 32.9], 4: [19.0, 18.7]}   # one trial's epochs
     startup_s: [95, 110, 160]         # from request to a ready instance
+    overhead_s: [4.1, 4.5]            # optional: a trial's seconds besides its epochs
     data: {gb: 12, usd_per_gb: 0.02}  # optional: what each launched instance pulls, at its price
     source: "ResNet-18 on CIFAR-10, profiled 2026-11-20"
 
@@ -33,7 +34,7 @@ import yaml
 from basht.energy.pricing import BILLING_RULES, PER_SECOND, Price, PriceError, lookup_price
 from basht.errors import BashtError
 
-_KEYS = {"instance", "epoch_s", "startup_s", "scaling", "data", "source"}
+_KEYS = {"instance", "epoch_s", "startup_s", "overhead_s", "scaling", "data", "source"}
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,9 @@ class Profile:
     scaling: float | None = None
     source: str = ""
     data_usd_per_instance: float = 0.0  # data movement: what each launched instance pulls costs
+    # A trial's seconds besides its epochs, in each stage: loading data and model (or its
+    # checkpoint), saving its checkpoint, the hand-offs with the driver.
+    overhead_s: tuple[float, ...] = (0.0,)
     _sorted: dict[int, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -60,6 +64,8 @@ class Profile:
                 )
         if not self.startup_s or not all(0 <= s < 1e9 for s in self.startup_s):
             raise BashtError("startup_s: expected seconds >= 0 (and below 1e9)")
+        if not self.overhead_s or not all(0 <= s < 1e9 for s in self.overhead_s):
+            raise BashtError("overhead_s: expected seconds >= 0 (and below 1e9)")
         if not (math.isfinite(self.data_usd_per_instance) and self.data_usd_per_instance >= 0):
             raise BashtError("data: expected a cost >= 0 per instance launched")
         if self.scaling is not None and not (math.isfinite(self.scaling) and self.scaling > 0):
@@ -97,8 +103,10 @@ class Profile:
         return table[index]
 
     def startup_quantile(self, u: np.ndarray) -> np.ndarray:
-        table = np.sort(np.asarray(self.startup_s, dtype=float))
-        return table[np.minimum((u * len(table)).astype(np.int64), len(table) - 1)]
+        return _quantile(self.startup_s, u)
+
+    def overhead_quantile(self, u: np.ndarray) -> np.ndarray:
+        return _quantile(self.overhead_s, u)
 
     def _samples_at(self, gpus: int) -> np.ndarray:
         if gpus in self.epoch_s:
@@ -107,6 +115,12 @@ class Profile:
         base = max(below) if below else min(self.epoch_s)
         factor = (gpus / base) ** -self.exponent
         return np.sort(np.asarray(self.epoch_s[base], dtype=float) * factor)
+
+
+def _quantile(samples: tuple[float, ...], u: np.ndarray) -> np.ndarray:
+    """The empirical distribution of `samples` at uniform draws `u`."""
+    table = np.sort(np.asarray(samples, dtype=float))
+    return table[np.minimum((u * len(table)).astype(np.int64), len(table) - 1)]
 
 
 def load_profile(path: str | Path) -> Profile:
@@ -143,6 +157,7 @@ def profile_from_dict(data: Any) -> Profile:
     except (TypeError, ValueError):
         raise BashtError("epoch_s: expected GPU counts with lists of seconds") from None
     startup = tuple(_number(s, "startup_s") for s in _listed(data.get("startup_s", [0.0])))
+    overhead = tuple(_number(s, "overhead_s") for s in _listed(data.get("overhead_s", [0.0])))
     scaling = None if data.get("scaling") is None else _number(data["scaling"], "scaling")
     return Profile(
         price=parse_instance(data["instance"]),
@@ -151,6 +166,7 @@ def profile_from_dict(data: Any) -> Profile:
         scaling=scaling,
         source=str(data.get("source", "")),
         data_usd_per_instance=_data_usd(data.get("data")),
+        overhead_s=overhead,
     )
 
 

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import os
 import platform
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from basht.engine.local import LocalExecutor
-from basht.engine.messages import CONTINUE, STOP, TrialTask, WorkloadRef
+from basht.engine.messages import CONTINUE, PAUSE, TrialTask, WorkloadRef
 from basht.errors import BashtError
 from basht.experiment import Experiment
 from basht.plan.cluster import LocalProvider
@@ -37,6 +39,7 @@ class Measured:
 
     epoch_s: dict[int, tuple[float, ...]]
     startup_s: tuple[float, ...]
+    overhead_s: tuple[float, ...]
     config: dict[str, Any]
 
 
@@ -51,7 +54,7 @@ def measure(
     """One trial (the first configuration the file's sampler draws) trained `epochs` epochs at
     each GPU count in `gpus`, and `startups` launches of an instance of `instance_gpus` worker
     processes. The first epoch warms caches and allocators, so with more than one it is not a
-    sample."""
+    sample; a trial's overhead is timed once the worker is warm."""
     if epochs < 1 or startups < 1:
         raise BashtError("profile: give at least one epoch and one start-up")
     threads_per_gpu = experiment.resources.cpus_per_worker
@@ -73,26 +76,27 @@ def measure(
     ref = WorkloadRef(experiment.workload.name, dict(experiment.workload.params), experiment.seed)
     local = LocalExecutor(0, threads_per_gpu)
     local.start()
+    scratch = tempfile.TemporaryDirectory(prefix="basht-profile-")
+    checkpoint = Path(scratch.name) / "trial.ckpt"
     try:
         local.setup(ref)
         startup = tuple(_launch_time(local, instance_gpus) for _ in range(startups))
-        samples = {}
-        for trial_id, count in enumerate(sorted(set(gpus))):
-            (worker,) = local.add_workers(1)
-            task = TrialTask(
-                trial_id,
-                dict(first),
-                ref,
-                trial_seed(experiment.seed, 0),
-                target_budget=epochs,
-                threads=count * threads_per_gpu,
-            )
-            times = _train(local, task, worker, epochs)
-            samples[count] = times[1:] if len(times) > 1 else times
-            local.remove_workers([worker])
+        # One worker, as a run reuses its workers: a first, untimed trial pays the imports and
+        # the data read that a run pays once per worker, not once per trial.
+        (worker,) = local.add_workers(1)
+        seed = trial_seed(experiment.seed, 0)
+        _train(local, TrialTask(0, dict(first), ref, seed, target_budget=1), worker, 1, checkpoint)
+        samples, overheads = {}, []
+        for trial_id, count in enumerate(sorted(set(gpus)), start=1):
+            threads = count * threads_per_gpu
+            task = TrialTask(trial_id, dict(first), ref, seed, epochs, threads=threads)
+            overhead_s, times = _train(local, task, worker, epochs, checkpoint)
+            samples[count] = tuple(times[1:] if len(times) > 1 else times)
+            overheads.append(overhead_s)
     finally:
         local.shutdown()
-    return Measured(samples, startup, dict(first))
+        scratch.cleanup()
+    return Measured(samples, startup, tuple(overheads), dict(first))
 
 
 def _launch_time(local: LocalExecutor, gpus: int) -> float:
@@ -105,8 +109,13 @@ def _launch_time(local: LocalExecutor, gpus: int) -> float:
     return elapsed
 
 
-def _train(local: LocalExecutor, task: TrialTask, worker: int, epochs: int) -> list[float]:
-    """Each epoch's train + validate seconds, as the store keeps them for a run."""
+def _train(
+    local: LocalExecutor, task: TrialTask, worker: int, epochs: int, checkpoint: Path
+) -> tuple[float, list[float]]:
+    """A trial's overhead (its wall time from submission to its paused checkpoint, less its
+    epochs: loading, checkpointing, the hand-offs, what SHA's trials pay at each rung), and each
+    epoch's train + validate seconds (as a run's store keeps them)."""
+    start = time.perf_counter()
     local.submit(task, worker=worker)
     times: list[float] = []
     deadline = time.monotonic() + TRIAL_TIMEOUT_S
@@ -118,9 +127,12 @@ def _train(local: LocalExecutor, task: TrialTask, worker: int, epochs: int) -> l
                 raise BashtError(f"profile: the trial failed: {event.error}")
             if event.kind == "report":
                 times.append(event.train_s + event.validate_s)
-                local.command(task.trial_id, CONTINUE if event.epoch < epochs else STOP)
-            elif event.kind == "stopped":
-                return times
+                if event.epoch < epochs:
+                    local.command(task.trial_id, CONTINUE)
+                else:
+                    local.command(task.trial_id, PAUSE, str(checkpoint))
+            elif event.kind == "paused":
+                return max(0.0, time.perf_counter() - start - sum(times)), times
     raise BashtError(f"profile: the trial did not finish {epochs} epochs in {TRIAL_TIMEOUT_S} s")
 
 
@@ -130,13 +142,14 @@ def profile_dict(
     """The profile file's content (`basht.plan.profile.load_profile` reads it back); checked as
     a profile first (one GPU count needs `scaling`)."""
     price = parse_instance(instance)
-    Profile(price, measured.epoch_s, measured.startup_s, scaling)
+    Profile(price, measured.epoch_s, measured.startup_s, scaling, overhead_s=measured.overhead_s)
     host = platform.node() or "this machine"
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return {
         "instance": instance,
         "epoch_s": {k: [round(s, 6) for s in v] for k, v in measured.epoch_s.items()},
         "startup_s": [round(s, 6) for s in measured.startup_s],
+        "overhead_s": [round(s, 6) for s in measured.overhead_s],
         **({"scaling": scaling} if scaling is not None else {}),
         "source": (
             f"measured by basht profile on {host}, {when}: {experiment.workload.name}, one trial "

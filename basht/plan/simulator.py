@@ -3,9 +3,10 @@
 Each stage runs its trials on the plan's instances for that stage: every trial gets the same
 number of GPUs on one instance (a power of two, as many as the stage's GPUs allow, so that a
 late stage with few trials trains each one faster), and when there are more trials than slots
-they run in waves. A trial's time is its epochs x a seconds-per-epoch drawn from the profile;
-the stage ends at a barrier when its slowest slot is done (synchronous SHA promotes only then),
-so the more trials a barrier waits for, the more a straggler costs.
+they run in waves. A trial's time is its overhead (loading, checkpointing, hand-offs) plus its
+epochs x a seconds-per-epoch, both drawn from the profile; the stage ends at a barrier when its
+slowest slot is done (synchronous SHA promotes only then), so the more trials a barrier waits
+for, the more a straggler costs.
 
 At a barrier the cluster follows the plan: instances beyond the next stage's count are released
 (billed up to the barrier), and new ones are requested then and become ready after a start-up
@@ -139,9 +140,9 @@ class Simulator:
         layout = self.layout(stage, ready.shape[1])
         per_instance = self.profile.gpus_per_instance // layout.gpus_per_trial
         slot_ready = np.sort(np.repeat(ready, per_instance, axis=1), axis=1)  # (runs, slots)
-        seconds = stage.epochs * self.profile.epoch_quantile(
-            layout.gpus_per_trial, self._u_train[i]
-        )
+        u = self._u_train[i]  # a straggler is slow in its overhead too
+        seconds = stage.epochs * self.profile.epoch_quantile(layout.gpus_per_trial, u)
+        seconds += self.profile.overhead_quantile(u)
         padded = np.zeros((self.runs, layout.waves * layout.slots))
         padded[:, : stage.trials] = seconds
         busy = padded.reshape(self.runs, layout.waves, layout.slots).sum(axis=1)

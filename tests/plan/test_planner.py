@@ -68,6 +68,15 @@ def test_each_instance_is_billed_by_the_providers_rule():
     assert sim((2, 1)).cost_usd == pytest.approx((60 + 60) * 0.001)  # 15 s and 27 s lives
 
 
+def test_each_trial_has_its_overhead_besides_its_epochs():
+    # 1 s of overhead per trial: the plan (1, 1) of the hand-worked cases takes 2 + 1 s longer
+    # (two waves in stage 0, one survivor in stage 1) and is billed for them.
+    loading = profile_from_dict(_flat() | {"overhead_s": [1.0]})
+    estimate = Simulator(ShaJob(4, 1, 3, 3), loading, runs=3, max_instances=2)((1, 1))
+    assert estimate.jct_s == pytest.approx(5 + 22 + 13)
+    assert estimate.cost_usd == pytest.approx(40 * 0.001)
+
+
 def test_data_movement_is_billed_for_each_instance_launched():
     # 2 GB at 0.05 USD/GB: 0.1 USD for each instance the plan launches, nothing for one it keeps.
     moved = profile_from_dict(_flat() | {"data": {"gb": 2, "usd_per_gb": 0.05}})
@@ -151,6 +160,7 @@ def test_deadlines_read_as_people_write_them(text, seconds):
         ({**_tail(), "scaling": float("nan")}, "scaling: expected a number"),
         ({**_tail(), "scaling": -2}, "scaling: expected b > 0"),
         ({**_tail(), "data": {"gb": 2}}, "data.usd_per_gb: missing required key"),
+        ({**_tail(), "overhead_s": [-1]}, "overhead_s: expected seconds >= 0"),
         ({**_tail(), "data": {"gb": -1, "usd_per_gb": 0.1}}, "data.gb: expected a number >= 0"),
         ({**_tail(), "data": {"gb": 1, "usd_per_gb": 0.1, "egress": 1}}, "data.egress: unknown"),
     ],

@@ -34,6 +34,7 @@ def test_basht_profile_times_each_gpu_count_and_the_start_up_and_plan_reads_it(t
     assert sorted(profile.epoch_s) == [1, 2]
     assert all(len(s) == 2 and all(t >= 0.05 for t in s) for s in profile.epoch_s.values())
     assert len(profile.startup_s) == 1 and profile.startup_s[0] > 0
+    assert len(profile.overhead_s) == 2 and all(s > 0 for s in profile.overhead_s)  # one per count
     assert profile.source.startswith("measured by basht profile on ")
     plan = basht("plan", str(file), "--profile", "p.yaml", "--deadline", "1h", cwd=tmp_path)
     assert plan.returncode == 0, plan.stderr
