@@ -94,7 +94,7 @@ def test_the_local_provider_refuses_more_processes_than_the_machine_should_hold(
 EXPERIMENT = {
     "name": "sha-9",
     "seed": 0,
-    "workload": {"name": "digits-mlp"},
+    "workload": {"name": "sleep", "params": {"epoch_s": 0.01}},  # no model to import
     "space": {
         "lr": {"type": "float", "low": 1.0e-3, "high": 0.1, "log": True},
         "hidden": {"type": "int", "low": 32, "high": 128, "log": True},
@@ -213,7 +213,7 @@ def test_an_interrupted_plan_run_resumes_with_the_stage_it_was_in(planned):
     instances (not the first stage's), finishes the job, and both attempts' instances are billed."""
     store_url = f"sqlite:///{planned / 'basht.db'}"
     slow = EXPERIMENT | {
-        "workload": {"name": "sleep", "params": {"epoch_s": 0.5}},
+        "workload": {"name": "sleep", "params": {"epoch_s": 0.3}},
         "space": {"x": {"type": "float", "low": 0.0, "high": 1.0}},
         "store": store_url,
         "plan": "plan.json",
