@@ -337,7 +337,9 @@ def plan(
 
 @app.command("profile")
 def profile_cmd(
-    file: Annotated[Path, typer.Argument(help="Experiment file: its workload and first config.")],
+    file: Annotated[
+        Path, typer.Argument(help="Experiment file: its workload, and its space's middle config.")
+    ],
     instance: Annotated[
         str, typer.Option(help="The instance type to plan for, e.g. aws:p3.8xlarge.")
     ],

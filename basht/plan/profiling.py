@@ -26,8 +26,6 @@ from basht.errors import BashtError
 from basht.experiment import Experiment
 from basht.plan.cluster import LocalProvider
 from basht.plan.profile import Profile, parse_instance
-from basht.tune.samplers import make_sampler
-from basht.tune.tuner import trial_seed
 
 #: How long one profiled trial may take before the profile gives up on it.
 TRIAL_TIMEOUT_S = 600.0
@@ -51,7 +49,7 @@ def measure(
     epochs: int = 5,
     startups: int = 2,
 ) -> Measured:
-    """One trial (the first configuration the file's sampler draws) trained `epochs` epochs at
+    """One trial (the configuration in the middle of the file's space) trained `epochs` epochs at
     each GPU count in `gpus`, and `startups` launches of an instance of `instance_gpus` worker
     processes. The first epoch warms caches and allocators, so with more than one it is not a
     sample; a trial's overhead is timed once the worker is warm."""
@@ -69,10 +67,8 @@ def measure(
                 f"--gpus: {count} GPUs are emulated by {count * threads_per_gpu} cores here "
                 f"(cpus_per_worker {threads_per_gpu}), and this machine has {cores}"
             )
-    config = make_sampler(experiment.search.sampler, experiment.search_space, experiment.seed)
-    first = config.next()
-    if first is None:
-        raise BashtError("profile: the search space gave no configuration")
+    space = experiment.search_space
+    middle = space.from_units([0.5] * len(space))
     ref = WorkloadRef(experiment.workload.name, dict(experiment.workload.params), experiment.seed)
     local = LocalExecutor(0, threads_per_gpu)
     local.start()
@@ -84,19 +80,19 @@ def measure(
         # One worker, as a run reuses its workers: a first, untimed trial pays the imports and
         # the data read that a run pays once per worker, not once per trial.
         (worker,) = local.add_workers(1)
-        seed = trial_seed(experiment.seed, 0)
-        _train(local, TrialTask(0, dict(first), ref, seed, target_budget=1), worker, 1, checkpoint)
+        seed = experiment.seed
+        _train(local, TrialTask(0, dict(middle), ref, seed, target_budget=1), worker, 1, checkpoint)
         samples, overheads = {}, []
         for trial_id, count in enumerate(sorted(set(gpus)), start=1):
             threads = count * threads_per_gpu
-            task = TrialTask(trial_id, dict(first), ref, seed, epochs, threads=threads)
+            task = TrialTask(trial_id, dict(middle), ref, seed, epochs, threads=threads)
             overhead_s, times = _train(local, task, worker, epochs, checkpoint)
             samples[count] = tuple(times[1:] if len(times) > 1 else times)
             overheads.append(overhead_s)
     finally:
         local.shutdown()
         scratch.cleanup()
-    return Measured(samples, startup, tuple(overheads), dict(first))
+    return Measured(samples, startup, tuple(overheads), dict(middle))
 
 
 def _launch_time(local: LocalExecutor, gpus: int) -> float:
