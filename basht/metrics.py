@@ -157,6 +157,25 @@ def cluster_cost_usd(
     return billed_usd(price, lives) + data_usd_per_instance * len(lives)
 
 
+def billed_so_far(
+    store: Store, run_id: str, price: Price, since: float, now: float, data_usd: float = 0.0
+) -> float | None:
+    """A running job's bill up to `now`, for the live exporter: an elastic cluster's instances
+    (with the data moved onto each), or a Ray cluster's nodes (each from `since` or its joining),
+    each by the provider's rule; None when the run has neither (one instance: time x price)."""
+    from basht.energy.pricing import job_cost_usd
+
+    instances = store.instances(run_id)
+    if instances:
+        lives = [(row.released_at or now) - row.launched_at for row in instances]
+        return sum(job_cost_usd(price, max(0.0, t)) for t in lives) + data_usd * len(lives)
+    nodes = ray_nodes(store, run_id)
+    if nodes:
+        lives = [(node.get("left_at") or now) - max(since, node["joined_at"]) for node in nodes]
+        return sum(job_cost_usd(price, max(0.0, t)) for t in lives)
+    return None
+
+
 def compute_metrics(
     store: Store, run_id: str, wasted_states: tuple[str, ...] = DEFAULT_WASTED_STATES
 ) -> list[Metric]:

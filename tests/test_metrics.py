@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -240,3 +241,45 @@ def test_a_resumed_ray_run_bills_each_attempts_nodes(store):
     ]
     m = {x.name: x for x in compute_metrics(s, run_id)}
     assert m["OC"].value == pytest.approx(3.6 * (2 * 11 + 3 * 5) / 3600)
+
+
+def test_the_bill_so_far_counts_a_running_clusters_instances_or_nodes(store):
+    """The live exporter's cost: each instance or node up to now, by the provider's rule."""
+    from basht.metrics import billed_so_far
+
+    s, run_id = store
+    price = Price(usd_per_hour=3.6, vcpus=4)  # 0.001 USD a second, per second
+    assert billed_so_far(s, run_id, price, since=100.0, now=105.0) is None  # one instance
+    ledger = NodeLedger(on_change=_record_ray_nodes(s, run_id, 1))
+    ledger.seen([_node("aa" * 28)], now=90.0)  # there before the run: counts from its start
+    ledger.seen([_node("aa" * 28), _node("bb" * 28)], now=103.0)
+    assert billed_so_far(s, run_id, price, since=100.0, now=105.0) == pytest.approx(0.005 + 0.002)
+    # An elastic cluster's instances, the released one up to its release, and the data moved.
+    s.add_instance(run_id, 0, 0, [0], 100.0, attempt=1)
+    s.add_instance(run_id, 1, 0, [1], 100.0, attempt=1)
+    s.update_instance(run_id, 1, 1, released_at=102.0)
+    bill = billed_so_far(s, run_id, price, since=100.0, now=105.0, data_usd=0.01)
+    assert bill == pytest.approx(0.005 + 0.002 + 2 * 0.01)
+
+
+def test_the_live_cost_is_the_bill_so_far_and_falls_back_to_time_x_price():
+    from basht.report.exporter import _MonitorCollector
+
+    class Silent:
+        source_of: dict = {}
+
+        def all_accounts(self) -> dict:
+            return {}
+
+    def cost(billed) -> float:
+        collector = _MonitorCollector(Silent(), 3600.0, None, time.time() - 10, billed)
+        (family,) = [f for f in collector.collect() if f.name == "basht_cost_usd"]
+        return family.samples[0].value
+
+    assert cost(lambda now: 42.0) == 42.0
+    assert cost(lambda now: None) == pytest.approx(10.0, abs=0.5)  # a dollar a second, 10 s
+
+    def broken(now: float) -> float:
+        raise RuntimeError("store gone")
+
+    assert cost(broken) == pytest.approx(10.0, abs=0.5)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from basht.energy.monitor import UNMEASURED, Account, AccountKey, EnergyMonitor, summed
 from basht.energy.node import open_node_sources, slot_devices
 from basht.errors import ExperimentError
 from basht.experiment import Experiment
+from basht.metrics import billed_so_far
 from basht.store import Store
 
 log = logging.getLogger(__name__)
@@ -85,13 +87,26 @@ def start_exporter(ctx: Any, port: int) -> Any:
     from basht.report.exporter import HOST, LiveExporter
 
     measure = ctx.experiment.measure
+    price = price_from_spec(measure.price)
+    plan = ctx.experiment.plan
+    if plan is not None:  # the elastic cluster is billed at the plan's instance type
+        from basht.plan.cluster import plan_price
+
+        price = plan_price(plan.price)
+    data_usd = plan.price.data_usd_per_instance if plan is not None else 0.0
+    started = time.time()
+
+    def billed(now: float) -> float | None:
+        return billed_so_far(ctx.store, ctx.run_id, price, started, now, data_usd)
+
     try:
         exporter = LiveExporter(
             ctx.monitor,
             port=port,
             host=HOST,
-            usd_per_hour=price_from_spec(measure.price).usd_per_hour,
+            usd_per_hour=price.usd_per_hour,
             intensity=intensity_from_spec(measure.carbon),
+            billed=billed,
         )
     except OSError as err:  # taken since preflight looked, or a resumed run's port is taken
         raise ExperimentError(

@@ -8,7 +8,7 @@ No trial ids in labels: a label per trial would make an unbounded number of seri
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
@@ -22,9 +22,27 @@ HOST = "127.0.0.1"
 
 
 class _MonitorCollector(Collector):
-    def __init__(self, monitor: Any, usd_per_hour: float, intensity: Any, started: float):
+    def __init__(
+        self,
+        monitor: Any,
+        usd_per_hour: float,
+        intensity: Any,
+        started: float,
+        billed: Callable[[float], float | None] | None = None,
+    ):
         self.monitor, self.usd_per_hour = monitor, usd_per_hour
-        self.intensity, self.started = intensity, started
+        self.intensity, self.started, self.billed = intensity, started, billed
+
+    def _cost(self, now: float) -> float:
+        """The run's bill so far: its cluster's (`billed`), or one instance's time x price."""
+        if self.billed is not None:
+            try:
+                bill = self.billed(now)
+            except Exception:  # a scrape never fails over the store; the plain estimate stands
+                bill = None
+            if bill is not None:
+                return bill
+        return self.usd_per_hour * (now - self.started) / 3600
 
     def collect(self) -> Iterator[Any]:
         energy = CounterMetricFamily(
@@ -61,7 +79,7 @@ class _MonitorCollector(Collector):
         for kind, joules in by_kind.items():
             idle.add_metric([kind], joules)
         emissions.add_metric([], grams)
-        cost.add_metric([], self.usd_per_hour * (time.time() - self.started) / 3600)
+        cost.add_metric([], self._cost(time.time()))
         intensity.add_metric([], self.intensity.g_per_kwh(time.time()) if self.intensity else 0.0)
         yield from (energy, idle, emissions, cost, intensity)
 
@@ -77,9 +95,13 @@ class LiveExporter:
         host: str = HOST,
         usd_per_hour: float = 0.0,
         intensity: Any = None,
+        billed: Callable[[float], float | None] | None = None,
     ):
+        """`billed(now)` is the run's bill so far where it has a cluster of several instances
+        (None otherwise: `usd_per_hour` for the time since the exporter started)."""
         self.registry = CollectorRegistry()
-        self.registry.register(_MonitorCollector(monitor, usd_per_hour, intensity, time.time()))
+        collector = _MonitorCollector(monitor, usd_per_hour, intensity, time.time(), billed)
+        self.registry.register(collector)
         self.trials = Counter(
             "basht_trials",
             "Trials that ended, by the state they ended in.",
