@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from basht.bench.native import _record_ray_nodes
+from basht.bench.native import record_ray_nodes
 from basht.energy.pricing import AWS_LINUX, Price
 from basht.engine.ray_nodes import NodeLedger, node_label
 from basht.experiment import Experiment
@@ -163,7 +163,7 @@ def _node(node_id: str, alive: bool = True, cpus: float = 1.0) -> dict:
 def test_on_a_ray_cluster_oc_bills_every_node_for_its_time_in_the_job(store):
     s, run_id = store
     head, a, b = "aa" * 28, "bb" * 28, "cc" * 28
-    ledger = NodeLedger(on_change=_record_ray_nodes(s, run_id, 1))
+    ledger = NodeLedger(on_change=record_ray_nodes(s, run_id, 1))
     ledger.seen([_node(head), _node(a), _node("dd" * 28, alive=False)], now=100.5)  # in deploy
     ledger.placed(0, head)
     ledger.placed(1, a)
@@ -204,7 +204,7 @@ def test_on_a_ray_cluster_oc_bills_every_node_for_its_time_in_the_job(store):
 
 def test_each_ray_node_is_billed_by_the_providers_rule_on_its_own(store):
     s, run_id = store
-    ledger = NodeLedger(on_change=_record_ray_nodes(s, run_id, 1))
+    ledger = NodeLedger(on_change=record_ray_nodes(s, run_id, 1))
     ledger.seen([_node("aa" * 28), _node("bb" * 28), _node("cc" * 28)], now=100.5)
     # Three nodes of 11 s each: AWS bills each its 60 s minimum, not one 33 s instance.
     price = Price(usd_per_hour=3.6, vcpus=4, rule=AWS_LINUX)
@@ -213,7 +213,7 @@ def test_each_ray_node_is_billed_by_the_providers_rule_on_its_own(store):
 
 def test_a_ray_run_on_one_node_costs_what_a_local_run_does(store):
     s, run_id = store
-    ledger = NodeLedger(on_change=_record_ray_nodes(s, run_id, 1))
+    ledger = NodeLedger(on_change=record_ray_nodes(s, run_id, 1))
     ledger.seen([_node("aa" * 28)], now=100.9)  # the Ray that deploy started
     m = {x.name: x for x in compute_metrics(s, run_id)}
     assert m["OC"].value == pytest.approx(3.6 * 11 / 3600)  # as test_table_2_is_computed_exactly
@@ -221,7 +221,7 @@ def test_a_ray_run_on_one_node_costs_what_a_local_run_does(store):
 
 def test_a_resumed_ray_run_bills_each_attempts_nodes(store):
     s, run_id = store
-    NodeLedger(on_change=_record_ray_nodes(s, run_id, 1)).seen(
+    NodeLedger(on_change=record_ray_nodes(s, run_id, 1)).seen(
         [_node("aa" * 28), _node("bb" * 28)], now=100.5
     )
     for name, start, end in [("deploy", 200, 201), ("run", 201, 204), ("undeploy", 204, 205)]:
@@ -229,7 +229,7 @@ def test_a_resumed_ray_run_bills_each_attempts_nodes(store):
     m = {x.name: x for x in compute_metrics(s, run_id)}
     # Attempt 2 recorded no node (a driver that never reached Ray): one instance, as before.
     assert m["OC"].value == pytest.approx(3.6 * (2 * 11 + 5) / 3600)
-    NodeLedger(on_change=_record_ray_nodes(s, run_id, 2)).seen(
+    NodeLedger(on_change=record_ray_nodes(s, run_id, 2)).seen(
         [_node("aa" * 28), _node("cc" * 28), _node("ee" * 28)], now=200.5
     )
     assert [(n["attempt"], n["node_id"][:2]) for n in ray_nodes(s, run_id)] == [
@@ -250,7 +250,7 @@ def test_the_bill_so_far_counts_a_running_clusters_instances_or_nodes(store):
     s, run_id = store
     price = Price(usd_per_hour=3.6, vcpus=4)  # 0.001 USD a second, per second
     assert billed_so_far(s, run_id, price, since=100.0, now=105.0) is None  # one instance
-    ledger = NodeLedger(on_change=_record_ray_nodes(s, run_id, 1))
+    ledger = NodeLedger(on_change=record_ray_nodes(s, run_id, 1))
     ledger.seen([_node("aa" * 28)], now=90.0)  # there before the run: counts from its start
     ledger.seen([_node("aa" * 28), _node("bb" * 28)], now=103.0)
     assert billed_so_far(s, run_id, price, since=100.0, now=105.0) == pytest.approx(0.005 + 0.002)

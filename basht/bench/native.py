@@ -55,7 +55,7 @@ class NativeSystem:
             self.executor = _ray_executor(
                 exp,
                 metered=self.ctx.monitor is not None,
-                on_nodes=_record_ray_nodes(self.ctx.store, self.ctx.run_id, self.ctx.attempt),
+                on_nodes=record_ray_nodes(self.ctx.store, self.ctx.run_id, self.ctx.attempt),
             )
         else:
             self.executor = LocalExecutor(
@@ -218,7 +218,7 @@ def _ray_executor(
     )
 
 
-def _record_ray_nodes(
+def record_ray_nodes(
     store: Store, run_id: str, attempt: int
 ) -> Callable[[list[dict[str, Any]]], None]:
     """Keeps an attempt's Ray nodes in the run's `host` record (`metrics.ray_nodes` reads them)."""

@@ -93,6 +93,12 @@ def test_hyperband_pauses_and_resumes_through_all_seven_phases(spec, tmp_path):
     best = max((t for t in trials if t.state == "completed"), key=lambda t: t.value)
     assert result.best_value == best.value
     assert result.test_metrics["accuracy"] == pytest.approx(best.value)
+    # OC bills the Ray it ran on node by node: here the one node it started, for the job.
+    from basht.metrics import ray_nodes
+
+    (node,) = ray_nodes(store, result.run_id)
+    assert node["attempt"] == 1 and node["left_at"] is None
+    assert result.summary["ray_nodes"][0]["node"] == node["node"]
 
     # Each trial ran in a Ray actor process the energy monitor was told about; then the test.
     started = [(pid, trial) for _, pid, trial, kind in watch.assigned if kind == "trial" and pid]

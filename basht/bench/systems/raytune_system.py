@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from basht.bench.lifecycle import BestTrial, RunContext
-from basht.bench.native import best_trial_from_store
+from basht.bench.native import best_trial_from_store, record_ray_nodes
 from basht.bench.systems.channel import EventServer
 from basht.bench.systems.peer import check_peer_experiment, require
 from basht.bench.systems.raytune_cluster import LocalRay
 from basht.bench.systems.recorder import TrialRecorder
 from basht.engine.messages import WorkloadRef
+from basht.engine.ray_nodes import NodeLedger
 from basht.errors import BashtError
 from basht.tune import trial_seed
 from basht.workloads import is_function_workload, resolve_workload
@@ -42,6 +43,8 @@ class RayTuneSystem:
         exp = ctx.experiment
         self.workload = WorkloadRef(exp.workload.name, dict(exp.workload.params), exp.seed)
         self.cluster: LocalRay | None = None
+        # The cluster's nodes, for OC: looked at when deployed, after the run and at undeploy.
+        self.nodes = NodeLedger(on_change=record_ray_nodes(ctx.store, ctx.run_id, ctx.attempt))
         self.server: EventServer | None = None
         self.recorder: TrialRecorder | None = None
         self.tuner: Any = None
@@ -54,6 +57,13 @@ class RayTuneSystem:
         address = os.environ.get("RAY_ADDRESS") or None
         self.cluster = LocalRay(resources.workers * resources.cpus_per_worker, address)
         self.cluster.start()
+        self._look_at_nodes()
+
+    def _look_at_nodes(self) -> None:
+        import ray
+
+        if ray.is_initialized():
+            self.nodes.look(ray)
 
     def setup(self) -> None:
         from ray import tune
@@ -135,6 +145,7 @@ class RayTuneSystem:
             for logger, level in zip(quiet, levels, strict=True):
                 logger.setLevel(level)
         self.recorder.finish()
+        self._look_at_nodes()  # a node lost during the run is seen gone from here
         self.ctx.notes["stop_reason"] = self.recorder.status.stop_reason
 
     def collect_results(self) -> BestTrial:
@@ -188,6 +199,7 @@ class RayTuneSystem:
             self.server.close()
             self.server = None
         if self.cluster is not None:
+            self._look_at_nodes()
             self.cluster.stop()
             self.cluster = None
         if self._own_tune_dir and self._tune_dir is not None:
