@@ -85,6 +85,14 @@ def _one_line(err: BaseException) -> str:
     return " ".join(str(err).split()) or type(err).__name__
 
 
+def shown_url(url: str) -> str:
+    """`url` for messages: a password in it shows as ***."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return url
+
+
 def resolve_url(url: str) -> URL:
     """`url` parsed as the store opens it, its dialect and driver imported (nothing connects, no
     file is made): a URL that names no driver gets the one in DEFAULT_DRIVERS for its database
@@ -107,7 +115,7 @@ def resolve_url(url: str) -> URL:
         extra = DRIVER_EXTRAS.get(parsed.get_driver_name()) if parsed is not None else None
         fix = f"; pip install 'basht[{extra}]'" if extra else ""
         raise StoreURLError(
-            f"the database driver for {url!r} is not installed ({_one_line(err)}){fix}"
+            f"the database driver for {shown_url(url)!r} is not installed ({_one_line(err)}){fix}"
         ) from None
     return parsed
 
@@ -125,7 +133,9 @@ def open_engine(url: str, create: bool = True) -> Engine:
         database = engine.url.database
         if database and database != ":memory:":
             if not create and not Path(database).is_file():
-                raise StoreError(f"store {url!r}: there is no {database} (no run was stored there)")
+                raise StoreError(
+                    f"store {shown_url(url)!r}: there is no {database} (no run was stored there)"
+                )
             Path(database).parent.mkdir(parents=True, exist_ok=True)
         event.listen(engine, "connect", _sqlite_pragmas)
     return engine
@@ -181,7 +191,9 @@ class Store:
         try:
             self._create_tables()
         except OperationalError as err:
-            raise StoreError(f"store {url!r}: cannot open ({_one_line(err.orig)})") from None
+            raise StoreError(
+                f"store {shown_url(url)!r}: cannot open ({_one_line(err.orig)})"
+            ) from None
         self._session = sessionmaker(self.engine, expire_on_commit=False)
         self._local = threading.local()
 

@@ -159,3 +159,11 @@ def test_optuna_keeps_its_study_in_the_same_postgresql_database(
     from sqlalchemy import inspect
 
     assert "studies" in inspect(store.engine).get_table_names()  # Optuna's, beside Basht's
+
+
+def test_a_store_that_cannot_be_opened_says_so_without_its_password():
+    with pytest.raises(StoreError) as opened:
+        Store("postgresql://me:s3cret@127.0.0.1:1/basht")
+    message = str(opened.value)
+    assert message.startswith("store 'postgresql://me:***@127.0.0.1:1/basht': cannot open (")
+    assert "s3cret" not in message and "\n" not in message
