@@ -5,7 +5,6 @@ code as SQLite."""
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import signal
 import sys
 
@@ -51,24 +50,6 @@ def test_a_postgresql_url_without_its_driver_names_the_extra(monkeypatch, spec, 
     assert "\n" not in message
     assert message.startswith("exp.yaml: store: the database driver for")
     assert message.endswith("pip install 'basht[postgres]'")
-
-
-def _open(url: str, barrier) -> None:
-    barrier.wait()
-    Store(url).list_runs()
-
-
-def test_processes_creating_the_tables_of_one_fresh_database_at_once_all_open_it(postgres):
-    ctx = mp.get_context("spawn")
-    for i in range(2):
-        url = postgres.create_database("fresh")
-        barrier = ctx.Barrier(6)
-        procs = [ctx.Process(target=_open, args=(url, barrier)) for _ in range(6)]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join(60)
-        assert [p.exitcode for p in procs] == [0] * 6, f"round {i}"
 
 
 def test_run_runs_and_report_on_postgresql(spec, write_spec, tmp_path, postgres_store):
