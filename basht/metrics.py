@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from basht.energy.monitor import IDLE_KINDS, UNMEASURED, source_label
@@ -157,6 +157,22 @@ def cluster_cost_usd(
     return billed_usd(price, lives) + data_usd_per_instance * len(lives)
 
 
+def _node_prices(
+    store: Store, run_id: str, price: Price, by_node: bool
+) -> dict[int | None, Price]:
+    """On a Ray cluster each node is one instance at `price`: a trial's share is of the node its
+    worker was on (its CPUs and GPUs), unless `measure.price` gives the instance's size itself."""
+    if not by_node:
+        return {}
+    out: dict[int | None, Price] = {}
+    for node in ray_nodes(store, run_id):  # later attempts' nodes come last and win
+        if node.get("cpus"):
+            vcpus, gpus = max(1, round(node["cpus"])), round(node.get("gpus") or 0)
+            sized = replace(price, vcpus=vcpus, gpus=gpus)
+            out.update(dict.fromkeys(node.get("workers") or [], sized))
+    return out
+
+
 def billed_so_far(
     store: Store, run_id: str, price: Price, since: float, now: float, data_usd: float = 0.0
 ) -> float | None:
@@ -218,7 +234,11 @@ def compute_metrics(
     per_trial_kwh = [energy_j.get(t.number, 0.0) / J_PER_KWH for t in trials]
     durations = [trial_compute_s(t.load_s, t.train_s, t.validate_s) for t in trials]
     wasted = [i for i, t in enumerate(trials) if t.state in wasted_states]
-    costs = [trial_cost_usd(price, d, cpus, gpus) for d in durations]
+    sized = _node_prices(store, run_id, price, experiment.measure.price.vcpus is None)
+    costs = [
+        trial_cost_usd(sized.get(t.worker, price), d, cpus, gpus)
+        for t, d in zip(trials, durations, strict=True)
+    ]
     trial_j = sum(energy_j.values())
 
     if unmeasured:  # some E_i are unknown: no figure that needs every one of them

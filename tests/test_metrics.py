@@ -283,3 +283,23 @@ def test_the_live_cost_is_the_bill_so_far_and_falls_back_to_time_x_price():
         raise RuntimeError("store gone")
 
     assert cost(broken) == pytest.approx(10.0, abs=0.5)
+
+
+def test_on_ray_a_trials_share_is_of_the_node_it_ran_on_unless_the_price_sizes_it(spec, tmp_path):
+    """measure.price without vcpus: trial 0 ran on a 2-CPU node, trial 1 on an 8-CPU one."""
+    spec["resources"] = {"workers": 2, "cpus_per_worker": 1}
+    spec["measure"] = {"price": {"usd_per_hour": 3.6}, "carbon": {"g_per_kwh": 100}}
+    s = Store(spec["store"])
+    exp_id = s.add_experiment("t", Experiment.from_dict(spec).to_dict())
+    run_id = s.create_run(exp_id, "t", "native", "ray", tmp_path).id
+    for name, start, end in [("deploy", 100, 101), ("run", 101, 110), ("undeploy", 110, 111)]:
+        s.add_phase(run_id, name, start, end)
+    for number in (0, 1):  # both failed after 4 s, both wasted
+        row = s.add_trial(run_id, number, {"x": number}, 1)
+        s.update_trial(row, state="failed", worker=number, train_s=4.0)
+    ledger = NodeLedger(on_change=record_ray_nodes(s, run_id, 1))
+    ledger.seen([_node("aa" * 28, cpus=2), _node("bb" * 28, cpus=8)], now=100.5)
+    ledger.placed(0, "aa" * 28)
+    ledger.placed(1, "bb" * 28)
+    m = {x.name: x for x in compute_metrics(s, run_id)}
+    assert m["WTC"].value == pytest.approx(0.001 * 4 * (1 / 2 + 1 / 8))
