@@ -149,6 +149,10 @@ class LocalExecutor:
         self._setup_ref: WorkloadRef | None = None
         self._pending: list[TrialEvent] = []
         self._next_index = workers  # a worker added later gets an index never used before
+        # Workers started without waiting (`begin_workers`): not in the pool until set up. Each
+        # index's state ("spawned", "setting_up", "ready") and when it was spawned.
+        self._starting: list[_Slot] = []
+        self._start_state: dict[int, tuple[str, float]] = {}
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -228,19 +232,76 @@ class LocalExecutor:
         self.workers = len(self._slots)
         return [slot.index for slot in fresh]
 
+    def begin_workers(self, count: int) -> list[int]:
+        """Start `count` more workers without waiting for them, and return their indexes: an
+        elastic cluster launches an instance while trials run on the others. `workers_ready`
+        brings them into the pool once they have started and set the workload up."""
+        fresh = [self._spawn(self._next_index + i) for i in range(count)]
+        self._next_index += count
+        spawned = time.monotonic()
+        for slot in fresh:
+            self._starting.append(slot)  # shut down with the rest, even if it never starts
+            self._start_state[slot.index] = ("spawned", spawned)
+        return [slot.index for slot in fresh]
+
+    def workers_ready(self, indexes: Sequence[int]) -> bool:
+        """Move the workers `begin_workers` started a step on, without waiting; True once all of
+        `indexes` are set up and in the pool (then they take trials)."""
+        wanted = [slot for slot in self._starting if slot.index in set(indexes)]
+        for slot in wanted:
+            state, spawned = self._start_state[slot.index]
+            if state == "spawned" and slot.conn.poll(0):
+                self._await_ready(slot)  # reads and checks the message that is there
+                state = "ready"
+                if self._setup_ref is not None:
+                    slot.conn.send(("setup", self._setup_ref))
+                    state = "setting_up"
+            elif state == "spawned" and time.monotonic() - spawned > _START_TIMEOUT_S:
+                raise BashtError(
+                    f"worker {slot.index} did not start within {_START_TIMEOUT_S:.0f} s"
+                )
+            elif state == "setting_up" and slot.conn.poll(0):
+                try:
+                    _, index, error = slot.conn.recv()
+                except EOFError:
+                    error = f"it exited (exit code {slot.process.exitcode})"
+                    index = slot.index
+                if error:
+                    name = self._setup_ref.name if self._setup_ref else "?"
+                    raise BashtError(
+                        f"workload {name!r} failed to set up on worker {index}: {error}"
+                    )
+                state = "ready"
+            self._start_state[slot.index] = (state, spawned)
+        if any(self._start_state[slot.index][0] != "ready" for slot in wanted):
+            return False
+        for slot in wanted:
+            self._starting.remove(slot)
+            del self._start_state[slot.index]
+        self._slots.extend(wanted)
+        self.workers = len(self._slots)
+        return True
+
     def remove_workers(self, indexes: Sequence[int], timeout_s: float = 5.0) -> None:
-        """Stop these idle workers (an elastic cluster shrinks at a barrier)."""
+        """Stop these idle workers (an elastic cluster shrinks at a barrier), also ones still
+        starting."""
         leaving = [slot for slot in self._slots if slot.index in set(indexes)]
         busy = [slot.index for slot in leaving if slot.trial_id is not None]
         if busy:
             raise BashtError(f"workers {busy} still run a trial; they cannot be removed")
+        starting = [slot for slot in self._starting if slot.index in set(indexes)]
+        for slot in starting:
+            self._starting.remove(slot)
+            del self._start_state[slot.index]
         self._slots = [slot for slot in self._slots if slot not in leaving]
         self.workers = len(self._slots)
-        self._stop(leaving, timeout_s)
+        self._stop(leaving + starting, timeout_s)
 
     def shutdown(self, timeout_s: float = 5.0) -> None:
-        """Ask each worker to exit; kill what does not. Safe to call twice."""
-        slots, self._slots = self._slots, []
+        """Ask each worker to exit (those still starting too); kill what does not. Safe to call
+        twice."""
+        slots, self._slots = self._slots + self._starting, []
+        self._starting, self._start_state = [], {}
         self._stop(slots, timeout_s)
 
     @staticmethod

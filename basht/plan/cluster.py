@@ -15,6 +15,7 @@ would launch and terminate instances and join their workers instead.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -47,7 +48,12 @@ class Instance:
 
 
 class InstanceProvider(Protocol):
-    """Starts and stops instances of one type; `launch` returns when they are ready."""
+    """Starts and stops instances of one type; `launch` returns when they are ready.
+
+    A provider may also start instances without waiting: `begin(count)` returns the worker
+    indexes each will hold, and `ready(workers)` says (without waiting) when one can take
+    trials. The cluster then runs trials on the instances that are up while new ones start.
+    """
 
     gpus: int
 
@@ -60,6 +66,10 @@ class InstanceProvider(Protocol):
 
 class Workers(Protocol):
     def add_workers(self, count: int) -> list[int]: ...
+
+    def begin_workers(self, count: int) -> list[int]: ...
+
+    def workers_ready(self, indexes: Sequence[int]) -> bool: ...
 
     def remove_workers(self, indexes: Sequence[int]) -> None: ...
 
@@ -83,8 +93,17 @@ class LocalProvider:
             )
 
     def launch(self, count: int) -> list[tuple[int, ...]]:
-        started = self.workers.add_workers(count * self.gpus)
-        return [tuple(started[i * self.gpus : (i + 1) * self.gpus]) for i in range(count)]
+        return self._grouped(self.workers.add_workers(count * self.gpus))
+
+    def begin(self, count: int) -> list[tuple[int, ...]]:
+        return self._grouped(self.workers.begin_workers(count * self.gpus))
+
+    def ready(self, workers: Sequence[int]) -> bool:
+        return self.workers.workers_ready(workers)
+
+    def _grouped(self, started: list[int]) -> list[tuple[int, ...]]:
+        """Worker indexes in instances of `gpus` each."""
+        return [tuple(started[i : i + self.gpus]) for i in range(0, len(started), self.gpus)]
 
     def release(self, workers: Sequence[int]) -> None:
         self.workers.remove_workers(workers)
@@ -123,34 +142,68 @@ class Cluster:
         self.provider, self.price, self.on_change, self.clock = provider, price, on_change, clock
         self.data_usd_per_instance = data_usd_per_instance  # moving the data onto a new one
         self.live: list[Instance] = []
+        self.starting: list[Instance] = []  # launched without waiting, not ready yet
         self.history: list[Instance] = []
 
-    def scale_to(self, count: int, stage: int) -> None:
-        """Release the newest instances beyond `count`, or launch more and wait until ready."""
-        while len(self.live) > count:
-            self._release(self.live.pop())
-        if len(self.live) < count:
-            launched_at = self.clock()
-            new = [
-                Instance(len(self.history) + i, stage, (), launched_at)
-                for i in range(count - len(self.live))
-            ]
-            self.history.extend(new)
+    def scale_to(self, count: int, stage: int, wait: bool = True) -> None:
+        """Release the newest instances beyond `count` (those still starting first), or launch
+        more: wait until they are ready, or, with `wait` off and a provider that can `begin`,
+        let them start while trials run on the live ones (`check_starting` brings them in)."""
+        while len(self.live) + len(self.starting) > count:
+            self._release(self.starting.pop() if self.starting else self.live.pop())
+        have = len(self.live) + len(self.starting)
+        if have >= count:
+            return
+        launched_at = self.clock()
+        new = [Instance(len(self.history) + i, stage, (), launched_at) for i in range(count - have)]
+        self.history.extend(new)
+        for instance in new:
+            self._tell(instance, "launched")
+        begin = None if wait else getattr(self.provider, "begin", None)
+        try:
+            started = begin(len(new)) if callable(begin) else self.provider.launch(len(new))
+        except BaseException:
+            self._never_ready(new)
+            raise
+        for instance, workers in zip(new, started, strict=True):
+            instance.workers = workers
+        if callable(begin):
             for instance in new:
-                self._tell(instance, "launched")
+                self._tell(instance, "starting")  # its workers are known now
+            self.starting.extend(new)
+            return
+        for instance in new:
+            instance.ready_at = self.clock()
+            self._tell(instance, "ready")
+        self.live.extend(new)
+
+    def check_starting(self) -> None:
+        """Bring in the starting instances that are ready now, without waiting for the rest."""
+        for instance in list(self.starting):
             try:
-                started = self.provider.launch(len(new))
+                ready = self.provider.ready(instance.workers)  # type: ignore[attr-defined]
             except BaseException:
-                for instance in new:  # never ready: billed up to now
-                    instance.released_at = self.clock()
-                    self._tell(instance, "released")
+                self.starting.remove(instance)
+                self._never_ready([instance])
                 raise
-            for instance, workers in zip(new, started, strict=True):
-                instance.workers, instance.ready_at = workers, self.clock()
+            if ready:
+                self.starting.remove(instance)
+                instance.ready_at = self.clock()
                 self._tell(instance, "ready")
-            self.live.extend(new)
+                self.live.append(instance)
+
+    def _never_ready(self, instances: Sequence[Instance]) -> None:
+        """Instances that failed to start: billed up to now, their workers stopped."""
+        for instance in instances:
+            instance.released_at = self.clock()
+            if instance.workers:
+                with contextlib.suppress(Exception):
+                    self.provider.release(instance.workers)
+            self._tell(instance, "released")
 
     def release_all(self) -> None:
+        while self.starting:
+            self._release(self.starting.pop())
         while self.live:
             self._release(self.live.pop())
 

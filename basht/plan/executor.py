@@ -3,7 +3,8 @@
 Three parts, as in the paper. The scheduler knows which stage a trial belongs to from the budget
 it trains to (the stage's rung); when the first trial of the next stage comes, every trial of
 this one has ended (the barrier), and the cluster manager scales to the plan's count for the next
-stage (`cluster.Cluster`). The placement controller gives each trial the stage's GPUs per trial
+stage (`cluster.Cluster`). New instances start while the stage's first trials run on those that
+are up, as the simulator assumes; each takes trials once it is ready. The placement controller gives each trial the stage's GPUs per trial
 on one instance, packing trials onto the fewest instances (the fullest one with room first), so
 that whole instances are free to release.
 
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from basht.store import Store
 
 _ENDINGS = frozenset(("completed", "paused", "stopped", "failed"))
+#: How often the executor looks at instances still starting while it waits for events.
+STARTING_POLL_S = 0.1
 
 
 class PlanExecutor:
@@ -112,7 +115,8 @@ class PlanExecutor:
             self._end_stage()
         started = self.clock()
         self._last_end = None
-        self.cluster.scale_to(self.plan[stage], stage)
+        # Deploy waits for the first stage's instances; later stages start on those that are up.
+        self.cluster.scale_to(self.plan[stage], stage, wait=self.stage is None)
         self.stage = stage
         self.layout = stage_layout(self.job.stages[stage], self.plan[stage], self.provider.gpus)
         if self.store is not None and self.run_id is not None:
@@ -156,7 +160,10 @@ class PlanExecutor:
 
     @property
     def idle_workers(self) -> int:
-        """Trials that can start now: free places of this stage's layout."""
+        """Trials that can start now: free places of this stage's layout, on the instances that
+        are up (the starting ones join as they become ready)."""
+        if self.cluster.starting:
+            self.cluster.check_starting()
         return sum(self._free(instance) for instance in self.cluster.live)
 
     def submit(self, task: TrialTask) -> int:
@@ -191,6 +198,8 @@ class PlanExecutor:
         if self._pending:
             events, self._pending = self._pending, []
             return events
+        if self.cluster.starting:  # look again soon: an instance that is ready takes trials
+            timeout_s = STARTING_POLL_S if timeout_s is None else min(timeout_s, STARTING_POLL_S)
         events = self.local.poll(timeout_s)
         for event in events:
             self._forget(event)
@@ -223,6 +232,10 @@ class PlanExecutor:
                 instance.workers,
                 instance.launched_at,
                 attempt=self.attempt,
+            )
+        elif what == "starting":
+            self.store.update_instance(
+                self.run_id, instance.number, self.attempt, workers=list(instance.workers)
             )
         elif what == "ready":
             self.store.update_instance(

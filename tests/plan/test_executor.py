@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,64 @@ def test_an_instance_that_never_starts_is_billed_until_then_and_the_error_stands
         cluster.scale_to(2, stage=1)
     assert [i.number for i in cluster.live] == [0]
     assert cluster.history[1].released_at == clock.now
+
+
+class StartingProvider(FakeProvider):
+    """Instances that start without waiting: each is ready once `up` holds its first worker."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up: set[int] = set()
+
+    def begin(self, count: int) -> list[tuple[int, ...]]:
+        return self.launch(count)
+
+    def ready(self, workers) -> bool:
+        return workers[0] in self.up
+
+
+def test_new_instances_start_beside_the_live_ones_and_join_when_ready():
+    provider, clock = StartingProvider(), Clock()
+    cluster = Cluster(provider, PRICE, clock=clock)
+    cluster.scale_to(1, stage=0)  # deploy waits for its instances
+    cluster.scale_to(3, stage=1, wait=False)
+    assert [i.number for i in cluster.live] == [0] and [i.number for i in cluster.starting] == [
+        1,
+        2,
+    ]
+    clock.now += 40
+    provider.up.add(4)  # instance 2's first worker
+    cluster.check_starting()
+    assert [i.number for i in cluster.live] == [0, 2] and cluster.history[2].ready_at == clock.now
+    # Scaling down releases an instance still starting first: it never ran, and is billed.
+    cluster.scale_to(2, stage=2)
+    assert provider.released == [(2, 3)] and cluster.history[1].ready_at is None
+    assert cluster.history[1].lifetime_s(clock.now) == 40
+    cluster.release_all()
+    assert cluster.bill_usd() == pytest.approx(3 * 60 * 0.001)  # each lived 40 s: 60 s minimum
+
+
+def test_local_workers_can_start_without_waiting_and_join_when_set_up():
+    from basht.engine.local import LocalExecutor
+    from basht.engine.messages import WorkloadRef
+
+    local = LocalExecutor(0, 1)
+    local.start()
+    try:
+        local.setup(WorkloadRef("sleep"))
+        provider = LocalProvider(local, gpus=2)
+        (workers,) = provider.begin(1)
+        assert local.workers == 0  # not in the pool while starting
+        deadline = time.monotonic() + 60
+        while not provider.ready(workers):
+            assert time.monotonic() < deadline, "the instance never became ready"
+            time.sleep(0.05)
+        assert local.workers == 2 and local.first_idle() in workers
+        (other,) = provider.begin(1)
+        provider.release(other)  # released while starting: stopped, never in the pool
+        assert local.workers == 2
+    finally:
+        local.shutdown()
 
 
 def test_the_local_provider_refuses_more_processes_than_the_machine_should_hold():
@@ -185,7 +244,11 @@ def test_basht_run_follows_the_plan_stage_by_stage_and_bills_its_instances(plann
     assert stages[2].ended_at <= test.start
     instances = store.instances(run.id)
     assert [(i.number, i.stage) for i in instances] == [(0, 0), (1, 0), (2, 0), (3, 2)]
-    assert all(len(i.workers) == 2 and i.ready_at >= i.launched_at for i in instances)
+    assert all(len(i.workers) == 2 for i in instances)
+    # Stage 2's one trial started at once on instance 0; instance 3 was launched beside it and
+    # may not have been ready before the trial ended (it is billed all the same).
+    assert all(i.ready_at >= i.launched_at for i in instances[:3])
+    assert instances[3].ready_at is None or instances[3].ready_at >= instances[3].launched_at
     by_number = {i.number: i for i in instances}
     # Instances 1 and 2 were released at stage 1's barrier; 0 and the new 3 at the end.
     for number in (1, 2):
@@ -197,6 +260,10 @@ def test_basht_run_follows_the_plan_stage_by_stage_and_bills_its_instances(plann
     assert len(trials) == 9 and sum(t.state == "completed" for t in trials) == 1
     survivors = [t for t in trials if t.budget >= 3]
     assert len(survivors) == 3 and all(t.worker in by_number[0].workers for t in survivors)
+    # The last stage's trial did not wait for the instance launched beside it.
+    (last,) = [t for t in trials if t.budget == 9]
+    first_report = min(r.at for r in store.reports(run.id) if r.trial_id == last.id and r.epoch > 3)
+    assert first_report < (by_number[3].ready_at or by_number[3].released_at)
     # The run's cost is the instances' bill, each for its life by the 60 s minimum, and the data
     # moved onto each.
     summary = json.loads((planned / run.results_dir / "results.json").read_text())
