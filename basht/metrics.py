@@ -157,9 +157,7 @@ def cluster_cost_usd(
     return billed_usd(price, lives) + data_usd_per_instance * len(lives)
 
 
-def _node_prices(
-    store: Store, run_id: str, price: Price, by_node: bool
-) -> dict[int | None, Price]:
+def _node_prices(store: Store, run_id: str, price: Price, by_node: bool) -> dict[int | None, Price]:
     """On a Ray cluster each node is one instance at `price`: a trial's share is of the node its
     worker was on (its CPUs and GPUs), unless `measure.price` gives the instance's size itself."""
     if not by_node:
