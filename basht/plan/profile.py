@@ -199,7 +199,9 @@ def profile_from_run(
     startup_s: tuple[float, ...] = (0.0,),
 ) -> Profile:
     """A profile measured by a Basht run: every epoch its trials trained (train + validate
-    seconds, as the store has them) is a sample of one trial on one GPU of `instance`.
+    seconds, as the store has them) is a sample of one trial on one GPU of `instance`, and each
+    trial's load time per segment (its loads over the times it was started or resumed) a sample
+    of its overhead (checkpoint saves are not timed in a run, so this is a floor).
 
     Run the profiling job on the instance type you plan for, one GPU per worker; the planner
     scales other GPU counts by `scaling` (b in t(k) = t(1)·k^-b), which a run at one width
@@ -210,6 +212,15 @@ def profile_from_run(
     seconds = tuple(s for s in seconds if s > 0)
     if not seconds:
         raise BashtError(f"run {run.id}: no epoch was reported, nothing to profile")
+    starts: dict[int, int] = {}  # trial number -> segments (started once, resumed n times)
+    for d in store.decisions(run.id):
+        if d.op == "suggest":
+            starts[d.trial] = starts.get(d.trial, 0) + 1
+    overhead = tuple(
+        t.load_s / starts[t.number]
+        for t in store.trials(run.id)
+        if t.load_s > 0 and starts.get(t.number)
+    )
     price = parse_instance(instance)
     if scaling is None and price.gpus > 1:
         raise BashtError(
@@ -222,6 +233,7 @@ def profile_from_run(
         startup_s=startup_s,
         scaling=scaling,
         source=f"run {run.id}: {len(seconds)} epochs measured",
+        overhead_s=overhead or (0.0,),
     )
 
 

@@ -199,6 +199,7 @@ def test_a_profile_from_a_stored_run_holds_every_epoch_it_trained(tmp_path):
 
     spec = yaml.safe_load((ROOT / "examples" / "sleep-smoke.yaml").read_text())
     spec["store"] = f"sqlite:///{tmp_path / 'basht.db'}"
+    spec["search"].update(pruner="asha", max_budget=9, eta=3)  # promoted trials load again
     path = tmp_path / "profiled.yaml"
     path.write_text(yaml.safe_dump(spec))
     run = subprocess.run(
@@ -215,6 +216,14 @@ def test_a_profile_from_a_stored_run_holds_every_epoch_it_trained(tmp_path):
     profile = profile_from_run(store, stored.id, "aws:p3.8xlarge", scaling=0.8)
     assert sorted(profile.epoch_s[1]) == sorted(r.train_s + r.validate_s for r in reports)
     assert profile.source.startswith(f"run {stored.id}: {len(reports)} epochs measured")
+    # A trial's overhead: its load time per start or resume, one sample per trial.
+    loads = {t.number: t.load_s for t in store.trials(stored.id)}
+    starts = {
+        n: sum(d.op == "suggest" and d.trial == n for d in store.decisions(stored.id))
+        for n in loads
+    }
+    assert any(count > 1 for count in starts.values()), "ASHA resumed no trial"
+    assert sorted(profile.overhead_s) == pytest.approx(sorted(loads[n] / starts[n] for n in loads))
     with pytest.raises(BashtError, match="measured one GPU per trial: give the scaling"):
         profile_from_run(store, stored.id, "aws:p3.8xlarge")
     planned = _basht(
