@@ -213,24 +213,28 @@ class LocalExecutor:
         for slot in slots:
             slot.conn.send(("setup", ref))
         for slot in slots:
+            self._setup_reply(slot, ref)
+
+    @staticmethod
+    def _setup_reply(slot: _Slot, ref: WorkloadRef) -> None:
+        """Read a worker's answer to `setup`: one line if the workload failed there, or the
+        worker died."""
+        try:
             _, index, error = slot.conn.recv()
-            if error:
-                raise BashtError(
-                    f"workload {ref.name!r} failed to set up on worker {index}: {error}"
-                )
+        except EOFError:
+            index, error = slot.index, f"it exited (exit code {slot.process.exitcode})"
+        if error:
+            raise BashtError(f"workload {ref.name!r} failed to set up on worker {index}: {error}")
 
     def add_workers(self, count: int) -> list[int]:
-        """Start `count` more workers (set up with the workload, if there is one yet) and return
-        their indexes, which no earlier worker had: an elastic cluster grows at a barrier."""
-        fresh = [self._spawn(self._next_index + i) for i in range(count)]
-        self._next_index += count
-        self._slots.extend(fresh)  # shut down with the rest, even if one fails to start
-        for slot in fresh:
-            self._await_ready(slot)
-        if self._setup_ref is not None:
-            self._set_up(fresh, self._setup_ref)
-        self.workers = len(self._slots)
-        return [slot.index for slot in fresh]
+        """Start `count` more workers (set up with the workload, if there is one yet), wait until
+        they are, and return their indexes, which no earlier worker had: an elastic cluster
+        grows at a barrier."""
+        indexes = self.begin_workers(count)
+        conns = [slot.conn for slot in self._starting if slot.index in set(indexes)]
+        while not self.workers_ready(indexes):
+            wait(conns, 1.0)  # until a worker says it started or set up (or a timeout to check)
+        return indexes
 
     def begin_workers(self, count: int) -> list[int]:
         """Start `count` more workers without waiting for them, and return their indexes: an
@@ -247,7 +251,8 @@ class LocalExecutor:
     def workers_ready(self, indexes: Sequence[int]) -> bool:
         """Move the workers `begin_workers` started a step on, without waiting; True once all of
         `indexes` are set up and in the pool (then they take trials)."""
-        wanted = [slot for slot in self._starting if slot.index in set(indexes)]
+        chosen = set(indexes)
+        wanted = [slot for slot in self._starting if slot.index in chosen]
         for slot in wanted:
             state, spawned = self._start_state[slot.index]
             if state == "spawned" and slot.conn.poll(0):
@@ -261,16 +266,8 @@ class LocalExecutor:
                     f"worker {slot.index} did not start within {_START_TIMEOUT_S:.0f} s"
                 )
             elif state == "setting_up" and slot.conn.poll(0):
-                try:
-                    _, index, error = slot.conn.recv()
-                except EOFError:
-                    error = f"it exited (exit code {slot.process.exitcode})"
-                    index = slot.index
-                if error:
-                    name = self._setup_ref.name if self._setup_ref else "?"
-                    raise BashtError(
-                        f"workload {name!r} failed to set up on worker {index}: {error}"
-                    )
+                assert self._setup_ref is not None  # only a set-up workload gets here
+                self._setup_reply(slot, self._setup_ref)
                 state = "ready"
             self._start_state[slot.index] = (state, spawned)
         if any(self._start_state[slot.index][0] != "ready" for slot in wanted):
@@ -285,11 +282,12 @@ class LocalExecutor:
     def remove_workers(self, indexes: Sequence[int], timeout_s: float = 5.0) -> None:
         """Stop these idle workers (an elastic cluster shrinks at a barrier), also ones still
         starting."""
-        leaving = [slot for slot in self._slots if slot.index in set(indexes)]
+        chosen = set(indexes)
+        leaving = [slot for slot in self._slots if slot.index in chosen]
         busy = [slot.index for slot in leaving if slot.trial_id is not None]
         if busy:
             raise BashtError(f"workers {busy} still run a trial; they cannot be removed")
-        starting = [slot for slot in self._starting if slot.index in set(indexes)]
+        starting = [slot for slot in self._starting if slot.index in chosen]
         for slot in starting:
             self._starting.remove(slot)
             del self._start_state[slot.index]
