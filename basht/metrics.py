@@ -33,6 +33,7 @@ from basht.store import Store
 
 if TYPE_CHECKING:
     from basht.energy.pricing import Price
+    from basht.experiment import Experiment
     from basht.store import InstanceRow
 
 #: Trials whose compute counts as wasted: crashed, aborted, or stopped early by the pruner.
@@ -136,25 +137,43 @@ def ray_cluster_cost_usd(store: Store, run_id: str, price: Price) -> float | Non
     )
 
 
-def instance_lifetimes(store: Store, run_id: str) -> list[tuple[InstanceRow, float]]:
-    """An elastic cluster's instances, each with its life from request to release. One never
-    released (a killed driver) lived until the run's last phase ended."""
-    end = max((p.end for p in store.phases(run_id)), default=0.0)
+def instance_lifetimes(
+    store: Store, run_id: str, end: float | None = None
+) -> list[tuple[InstanceRow, float]]:
+    """An elastic cluster's instances, each with its life from request to release. One not
+    released lives until `end`: now, for a running job, or by default the end of the run's last
+    phase (a killed driver)."""
+    if end is None:
+        end = max((p.end for p in store.phases(run_id)), default=0.0)
     return [
         (row, max(0.0, (row.released_at or end) - row.launched_at))
         for row in store.instances(run_id)
     ]
 
 
-def cluster_cost_usd(
-    store: Store, run_id: str, price: Price, data_usd_per_instance: float = 0.0
-) -> float:
-    """The bill of an elastic cluster: each instance for its life, by the provider's rule, and
-    the data moved onto each one launched."""
+def billing_price(experiment: Experiment) -> tuple[Price, float]:
+    """What the run's resources are billed at, and the data moved onto each instance launched:
+    a plan's instance type (and its data movement), or else `measure.price`."""
+    from basht.energy.pricing import price_from_spec
+    from basht.plan.cluster import plan_price
+
+    if experiment.plan is not None:
+        return plan_price(experiment.plan.price), experiment.plan.price.data_usd_per_instance
+    return price_from_spec(experiment.measure.price), 0.0
+
+
+def operating_cost_usd(store: Store, run_id: str, experiment: Experiment) -> float:
+    """OC: a plan's elastic cluster, instance by instance; a Ray cluster, node by node; else the
+    one instance from deploy start to undeploy end. Each by the provider's rule."""
+    from basht.energy.pricing import job_cost_usd
     from basht.plan.cluster import billed_usd
 
-    lives = [life for _, life in instance_lifetimes(store, run_id)]
-    return billed_usd(price, lives) + data_usd_per_instance * len(lives)
+    price, data_usd = billing_price(experiment)
+    if experiment.plan is not None:
+        lives = [life for _, life in instance_lifetimes(store, run_id)]
+        return billed_usd(price, lives, data_usd)
+    on_ray = ray_cluster_cost_usd(store, run_id, price)
+    return on_ray if on_ray is not None else job_cost_usd(price, provisioned_s(store, run_id))
 
 
 def _node_prices(store: Store, run_id: str, price: Price, by_node: bool) -> dict[int | None, Price]:
@@ -178,11 +197,11 @@ def billed_so_far(
     (with the data moved onto each), or a Ray cluster's nodes (each from `since` or its joining),
     each by the provider's rule; None when the run has neither (one instance: time x price)."""
     from basht.energy.pricing import job_cost_usd
+    from basht.plan.cluster import billed_usd
 
-    instances = store.instances(run_id)
+    instances = instance_lifetimes(store, run_id, end=now)
     if instances:
-        lives = [(row.released_at or now) - row.launched_at for row in instances]
-        return sum(job_cost_usd(price, max(0.0, t)) for t in lives) + data_usd * len(lives)
+        return billed_usd(price, [life for _, life in instances], data_usd)
     nodes = ray_nodes(store, run_id)
     if nodes:
         lives = [(node.get("left_at") or now) - max(since, node["joined_at"]) for node in nodes]
@@ -193,20 +212,18 @@ def billed_so_far(
 def compute_metrics(
     store: Store, run_id: str, wasted_states: tuple[str, ...] = DEFAULT_WASTED_STATES
 ) -> list[Metric]:
-    from basht.energy.pricing import job_cost_usd, price_from_spec, trial_cost_usd
+    from basht.energy.pricing import trial_cost_usd
     from basht.experiment import DERIVED_KEYS, Experiment
-    from basht.plan.cluster import plan_price
 
     run = store.get_run(run_id)
     spec = dict(store.get_experiment(run.experiment_id).spec)
     for derived in DERIVED_KEYS:
         spec.pop(derived, None)
     experiment = Experiment.from_dict(spec, f"run {run_id}")
-    price = price_from_spec(experiment.measure.price)
+    price, _ = billing_price(experiment)
     cpus = experiment.resources.cpus_per_worker
-    gpus = 1 if experiment.resources.accelerator == "gpu" else 0
-    if experiment.plan is not None:  # the plan's instances: a trial holds at least one GPU
-        price, gpus = plan_price(experiment.plan.price), 1
+    # On a plan's instances a trial holds at least one GPU.
+    gpus = 1 if experiment.resources.accelerator == "gpu" or experiment.plan is not None else 0
 
     trials = store.trials(run_id)
     accounts = store.energy_accounts(run_id)
@@ -253,13 +270,7 @@ def compute_metrics(
     jct_s = job_completion_s(store, run_id)
     if jct_s is not None:
         out.append(Metric("JCT", jct_s * 1000, "ms"))
-    if experiment.plan is not None:
-        data_usd = experiment.plan.price.data_usd_per_instance
-        out.append(Metric("OC", cluster_cost_usd(store, run_id, price, data_usd), "USD"))
-    elif (on_ray := ray_cluster_cost_usd(store, run_id, price)) is not None:
-        out.append(Metric("OC", on_ray, "USD"))
-    else:
-        out.append(Metric("OC", job_cost_usd(price, provisioned_s(store, run_id)), "USD"))
+    out.append(Metric("OC", operating_cost_usd(store, run_id, experiment), "USD"))
     out.append(Metric("WTT", sum(durations[i] for i in wasted) * 1000, "ms"))
     if unmeasured:
         out.append(Metric("WTE", None, "kWh", UNMEASURED))

@@ -10,7 +10,7 @@ from basht.energy.monitor import UNMEASURED, Account, AccountKey, EnergyMonitor,
 from basht.energy.node import open_node_sources, slot_devices
 from basht.errors import ExperimentError
 from basht.experiment import Experiment
-from basht.metrics import billed_so_far
+from basht.metrics import billed_so_far, billing_price
 from basht.store import Store
 
 log = logging.getLogger(__name__)
@@ -83,17 +83,10 @@ def start_exporter(ctx: Any, port: int) -> Any:
     CLI's progress display is); a plain callable only ever gets TunerStatus snapshots.
     """
     from basht.energy.carbon import intensity_from_spec
-    from basht.energy.pricing import price_from_spec
     from basht.report.exporter import HOST, LiveExporter
 
     measure = ctx.experiment.measure
-    price = price_from_spec(measure.price)
-    plan = ctx.experiment.plan
-    if plan is not None:  # the elastic cluster is billed at the plan's instance type
-        from basht.plan.cluster import plan_price
-
-        price = plan_price(plan.price)
-    data_usd = plan.price.data_usd_per_instance if plan is not None else 0.0
+    price, data_usd = billing_price(ctx.experiment)
     started = time.time()
 
     def billed(now: float) -> float | None:

@@ -17,7 +17,7 @@ from basht.engine.messages import WorkloadRef
 from basht.engine.worker import build_workload
 from basht.errors import BashtError, RunInterrupted
 from basht.experiment import DERIVED_KEYS, Experiment
-from basht.metrics import compute_metrics
+from basht.metrics import compute_metrics, operating_cost_usd
 from basht.report.results import build_summary, write_results_json
 from basht.store import Store
 from basht.workloads import is_function_workload, resolve_workload
@@ -226,15 +226,12 @@ def _bill_to_undeploy(
 ) -> None:
     """OC as DESIGN defines it, over the job's provisioned time: collect_metrics computed it
     before undeploy had run, so it is computed again once undeploy has released everything."""
-    wasted = tuple(experiment.measure.wasted_states)
     try:
-        bill = next(m for m in compute_metrics(store, run_id, wasted) if m.name == "OC")
+        bill = operating_cost_usd(store, run_id, experiment)
     except Exception as err:  # the metrics stored at collect_metrics stand
         log.error("OC not brought up to the end of undeploy: %s", err)
         return
-    store.replace_metrics(
-        run_id, [(n, bill.value if n == "OC" else v, u, src) for n, v, u, src in rows]
-    )
+    store.replace_metrics(run_id, [(n, bill if n == "OC" else v, u, src) for n, v, u, src in rows])
 
 
 def _about(experiment: Experiment) -> dict[str, Any] | None:

@@ -122,9 +122,13 @@ def plan_price(spec: PlanPriceSpec) -> Price:
     )
 
 
-def billed_usd(price: Price, lifetimes_s: Sequence[float]) -> float:
-    """What the provider bills for instances that lived `lifetimes_s`, each by its rule."""
-    return sum(job_cost_usd(price, t) for t in lifetimes_s)
+def billed_usd(
+    price: Price, lifetimes_s: Sequence[float], data_usd_per_instance: float = 0.0
+) -> float:
+    """What the provider bills for instances that lived `lifetimes_s`, each by its rule, and
+    for the data moved onto each one launched."""
+    moved = data_usd_per_instance * len(lifetimes_s)
+    return sum(job_cost_usd(price, t) for t in lifetimes_s) + moved
 
 
 class Cluster:
@@ -219,4 +223,4 @@ class Cluster:
     def bill_usd(self) -> float:
         now = self.clock()
         lives = [i.lifetime_s(now) for i in self.history]
-        return billed_usd(self.price, lives) + self.data_usd_per_instance * len(self.history)
+        return billed_usd(self.price, lives, self.data_usd_per_instance)

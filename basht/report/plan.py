@@ -87,7 +87,7 @@ def plan_summary(result: PlanResult) -> str:
     )
 
 
-def plan_price(price: Price, data_usd_per_instance: float = 0.0) -> dict[str, Any]:
+def price_json(price: Price, data_usd_per_instance: float = 0.0) -> dict[str, Any]:
     """What `basht run --plan` needs to bill the instances it runs: price, size, billing rule,
     and the data movement each launch costs."""
     return {
@@ -107,7 +107,7 @@ def plan_json(result: PlanResult, job: ShaJob, profile: Profile) -> dict[str, An
     return {
         "job": asdict(job) | {"stages": [asdict(s) for s in job.stages]},
         "instance": profile.price.describe(),
-        "price": plan_price(profile.price, profile.data_usd_per_instance),
+        "price": price_json(profile.price, profile.data_usd_per_instance),
         "profile_source": profile.source,
         "deadline_s": result.deadline_s,
         "confidence": result.confidence,
