@@ -387,13 +387,20 @@ def _spin(seconds: float) -> None:
         pass
 
 
-def test_a_trial_shorter_than_the_boundary_resolution_still_gets_its_part():
+def _sampled_once() -> EnergyMonitor:
+    """A monitor with no background sampling and no accounts, just sampled: the next boundary
+    sample is at least 50 ms away, so short trials fall inside one interval."""
     monitor = EnergyMonitor(
         source=CombinedSource([CountingSource()]), sample_interval_s=60, slots=1
     )
     monitor.close()
     monitor.accounts.clear()
     monitor.sample()
+    return monitor
+
+
+def test_a_trial_shorter_than_the_boundary_resolution_still_gets_its_part():
+    monitor = _sampled_once()
     monitor.assign(0, os.getpid(), 1)  # a boundary sample was just taken: none now
     _spin(0.02)
     monitor.assign(0, os.getpid(), 2)  # within 50 ms of the last sample: no sample here either
@@ -408,12 +415,7 @@ def test_a_trial_shorter_than_the_boundary_resolution_still_gets_its_part():
 def test_a_short_trial_ended_as_the_engine_ends_it_keeps_its_cpu_time():
     # The engine ends a trial with assign(slot, None, None): the worker stays, and what it used
     # since the last sample is the ended trial's, even with no sample at its end.
-    monitor = EnergyMonitor(
-        source=CombinedSource([CountingSource()]), sample_interval_s=60, slots=1
-    )
-    monitor.close()
-    monitor.accounts.clear()
-    monitor.sample()
+    monitor = _sampled_once()
     monitor.assign(0, os.getpid(), 1)
     _spin(0.03)
     monitor.assign(0, None, None)  # within 50 ms of the last sample: none taken here
