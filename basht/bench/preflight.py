@@ -40,11 +40,12 @@ _UNKNOWN_PARAM = re.compile(r"^workload\.params: unknown key '(?P<key>[^']+)' (?
 _TOP = math.nextafter(1.0, 0.0)
 
 
-def preflight(experiment: Experiment, source: str | None = None) -> None:
+def preflight(experiment: Experiment, source: str | None = None) -> Any:
     """Raise ExperimentError on the first problem; `source` names the file (default: the
-    experiment's own `source`)."""
+    experiment's own `source`). Returns the workload it built to check it (None for a plain
+    function), which a run describes without building it again."""
     where = experiment.source if source is None else source
-    factory = _check_workload(experiment, where)
+    factory, workload = _check_workload(experiment, where)
     _check_space(experiment, factory, where)
     _check_metric(experiment, factory, where)
     _check_devices(experiment, where)
@@ -53,24 +54,27 @@ def preflight(experiment: Experiment, source: str | None = None) -> None:
     _check_price(experiment, where)
     _check_store(experiment.store, where)
     _check_prometheus_port(experiment.measure.prometheus_port, where)
+    return workload
 
 
 def _one_line(err: BaseException) -> str:
     return " ".join(str(err).split()) or type(err).__name__
 
 
-def _check_workload(experiment: Experiment, where: str) -> Any:
+def _check_workload(experiment: Experiment, where: str) -> tuple[Any, Any]:
+    """The workload's factory, and the workload built with `workload.params` (None for a plain
+    function)."""
     spec = experiment.workload
     try:
         factory = resolve_workload(spec.name)
     except WorkloadError as err:
         raise ExperimentError(f"{where}: workload.name: {_one_line(err)}") from None
     if is_function_workload(factory):
-        return factory  # an objective(config, trial) takes no params to check
+        return factory, None  # an objective(config, trial) takes no params to check
     params = dict(spec.params)
     _check_signature(factory, params, where)
     try:
-        build_workload(WorkloadRef(spec.name, params, experiment.seed))
+        workload = build_workload(WorkloadRef(spec.name, params, experiment.seed))
     except WorkloadError as err:
         raise ExperimentError(_params_line(err, factory, where)) from None
     except Exception as err:  # a user's constructor: whatever it raises is this file's problem
@@ -78,7 +82,7 @@ def _check_workload(experiment: Experiment, where: str) -> Any:
             f"{where}: workload.params: {spec.name} cannot be built with them "
             f"({type(err).__name__}: {_one_line(err)})"
         ) from None
-    return factory
+    return factory, workload
 
 
 def _check_signature(factory: Any, params: dict[str, Any], where: str) -> None:

@@ -13,14 +13,11 @@ from typing import Any
 from basht.bench.lifecycle import BestTrial, RunContext, SystemUnderTest
 from basht.bench.measurement import start_exporter, start_monitor
 from basht.bench.timing import Timing, timed
-from basht.engine.messages import WorkloadRef
-from basht.engine.worker import build_workload
 from basht.errors import BashtError, RunInterrupted
 from basht.experiment import DERIVED_KEYS, Experiment
 from basht.metrics import compute_metrics, operating_cost_usd
 from basht.report.results import build_summary, write_results_json
 from basht.store import Store
-from basht.workloads import is_function_workload, resolve_workload
 from basht.workloads.base import about_workload
 
 log = logging.getLogger(__name__)
@@ -84,11 +81,11 @@ def run_benchmark(
     """
     from basht.bench.preflight import preflight
 
-    preflight(experiment)
+    workload = preflight(experiment)
     store = Store(experiment.store)
     spec = experiment.to_dict()
     spec["space_size"] = experiment.space_size
-    spec["workload_about"] = _about(experiment)
+    spec["workload_about"] = _about(experiment, workload)
     experiment_id = store.add_experiment(experiment.name, spec)
     run = store.create_run(
         experiment_id, experiment.name, experiment.system, experiment.executor, Path(results_root)
@@ -234,17 +231,15 @@ def _bill_to_undeploy(
     store.replace_metrics(run_id, [(n, bill if n == "OC" else v, u, src) for n, v, u, src in rows])
 
 
-def _about(experiment: Experiment) -> dict[str, Any] | None:
-    """Table 1's dataset, its size, model and training algorithm, as the workload says (a
-    plain-function workload says nothing)."""
-    ref = experiment.workload
-    if is_function_workload(resolve_workload(ref.name)):
+def _about(experiment: Experiment, workload: Any) -> dict[str, Any] | None:
+    """Table 1's dataset, its size, model and training algorithm, as the workload the preflight
+    built says (a plain-function workload says nothing)."""
+    if workload is None:
         return None
     try:
-        workload = build_workload(WorkloadRef(ref.name, dict(ref.params), experiment.seed))
         return about_workload(workload)
     except Exception as err:  # a description is not worth failing a run over
-        log.warning("workload %s: no description (%s)", ref.name, err)
+        log.warning("workload %s: no description (%s)", experiment.workload.name, err)
         return None
 
 
