@@ -26,10 +26,12 @@ def run(
     experiment: str | Path | Experiment | dict[str, Any],
     *,
     plan: str | Path | None = None,
+    replan: bool = False,
     **kwargs: Any,
 ) -> RunResult:
     """Run the whole benchmark lifecycle for an experiment file, dict or Experiment; with `plan`
-    (a `basht plan --json` file), on an elastic cluster that follows it.
+    (a `basht plan --json` file), on an elastic cluster that follows it, re-planned at each
+    barrier with `replan`.
 
     Trials run in spawned processes that import the calling script: call this under
     `if __name__ == "__main__":` in a script.
@@ -42,6 +44,6 @@ def run(
         experiment = load_experiment(experiment)
     elif isinstance(experiment, dict):
         experiment = Experiment.from_dict(experiment)
-    if plan is not None:  # a RubberBand plan file (`basht plan --json`)
-        experiment = with_plan(experiment, plan)
+    if plan is not None or replan:  # a RubberBand plan file (`basht plan --json`)
+        experiment = with_plan(experiment, plan, replan=replan)
     return run_benchmark(experiment, **kwargs)

@@ -42,6 +42,14 @@ def run(
         Path | None,
         typer.Option(help="Run on an elastic cluster that follows this plan (basht plan --json)."),
     ] = None,
+    replan: Annotated[
+        bool,
+        typer.Option(
+            "--replan",
+            help="With a plan: plan the remaining stages again at each barrier, from the time "
+            "left and the trial times seen.",
+        ),
+    ] = False,
 ) -> None:
     """Run the whole benchmark lifecycle for FILE and print the results."""
     from basht.bench import run_benchmark
@@ -50,8 +58,8 @@ def run(
     from basht.report.progress import LiveProgress, QuietProgress
 
     experiment = load_experiment(file)
-    if plan is not None:
-        experiment = with_plan(experiment, plan)
+    if plan is not None or replan:
+        experiment = with_plan(experiment, plan, replan=replan)
     if store is not None:
         experiment = experiment.model_copy(update={"store": store})
     try:
@@ -197,7 +205,8 @@ def validate(file: Annotated[Path, typer.Argument(help="Experiment file (YAML or
         resources = f"{experiment.resources.workers} workers"
     else:  # the plan, not resources.workers, sets the cluster
         stages = " ".join(str(n) for n in experiment.plan.plan)
-        resources = f"plan {stages} (instances per stage)"
+        again = ", re-planned at each barrier" if experiment.plan.replan else ""
+        resources = f"plan {stages} (instances per stage{again})"
     console.print(
         f"{file}: ok — {experiment.name}: workload {experiment.workload.name}, "
         f"{len(experiment.search_space)} parameters, pS = {experiment.space_size}, "

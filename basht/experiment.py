@@ -299,6 +299,20 @@ class PlanEstimateSpec(_PlanPart):
     cost_p95_usd: float
 
 
+_Seconds = Annotated[float, Field(ge=0, lt=1e9, allow_inf_nan=False)]
+
+
+class PlanProfileSpec(_PlanPart):
+    """The profile a plan was made from (its measurements; the instance is the plan's price):
+    what a run re-plans from at each barrier."""
+
+    epoch_s: dict[PositiveInt, list[Annotated[float, Field(gt=0, lt=1e9)]]] = Field(min_length=1)
+    startup_s: list[_Seconds] = Field(default=[0.0], min_length=1)
+    overhead_s: list[_Seconds] = Field(default=[0.0], min_length=1)
+    scaling: PositiveFloat | None = None
+    source: str = ""
+
+
 class PlanSpec(_PlanPart):
     """A RubberBand plan to run the job on (`basht plan --json`): instances in each stage."""
 
@@ -307,8 +321,27 @@ class PlanSpec(_PlanPart):
     price: PlanPriceSpec
     estimate: PlanEstimateSpec | None = None
     deadline_s: PositiveFloat | None = None
-    confidence: str | None = None
+    confidence: Literal["mean", "p95"] | None = None
     instance: str | None = None  # the plan's one-line description of the instance type
+    profile: PlanProfileSpec | None = None
+    max_instances: PositiveInt | None = None  # the most instances the plan could have used
+    runs: PositiveInt = 200  # simulated runs per plan
+    seed: int = Field(default=0, ge=0)  # of the simulated stragglers
+    # Plan the remaining stages again at each barrier, from the time left and the trial times
+    # seen so far (RubberBand's answer to a run that is slower or faster than its profile).
+    replan: bool = False
+
+    @model_validator(mode="after")
+    def _can_replan(self) -> PlanSpec:
+        if self.replan:
+            missing = [k for k in ("deadline_s", "profile") if getattr(self, k) is None]
+            if missing:
+                raise _at(
+                    "replan",
+                    f"needs the plan's {' and '.join(missing)} (write the plan with "
+                    "basht plan --json)",
+                )
+        return self
 
 
 def peer_limit(experiment: Experiment, system: str) -> tuple[str, str] | None:
@@ -540,10 +573,21 @@ def read_plan(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def with_plan(experiment: Experiment, path: str | Path) -> Experiment:
-    """The experiment run on the elastic cluster of the plan at `path` (`basht run --plan`)."""
-    data = experiment.to_dict() | {"plan": read_plan(path)}
-    return Experiment.from_dict(data, f"{experiment.source} with plan {path}")
+def with_plan(
+    experiment: Experiment, path: str | Path | None = None, *, replan: bool = False
+) -> Experiment:
+    """The experiment run on the elastic cluster of the plan at `path` (`basht run --plan`),
+    or of the one it names; with `replan`, re-planned at each barrier (`--replan`)."""
+    if path is None and experiment.plan is None:
+        raise ExperimentError(
+            f"{experiment.source}: plan: --replan needs a plan (give --plan FILE)"
+        )
+    plan = read_plan(path) if path is not None else experiment.to_dict()["plan"]
+    if replan:
+        plan = {**plan, "replan": True}
+    data = experiment.to_dict() | {"plan": plan}
+    source = experiment.source if path is None else f"{experiment.source} with plan {path}"
+    return Experiment.from_dict(data, source)
 
 
 _TAGS = {"float", "int", "choice", "list"}

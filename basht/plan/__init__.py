@@ -4,12 +4,21 @@ A synchronous successive-halving job (`ShaJob`) runs in stages, each ending at a
 gives each stage a number of instances; `simulate` estimates a plan's completion time and billed
 cost from a `Profile` (measured epoch times per GPU count, instance start-up times) by Monte Carlo
 with stragglers, and `plan_job` searches plans greedily by cost-marginal benefit, starting from
-the cheapest static cluster that meets the deadline. `profiling` measures a profile on this
-machine; `executor` runs a plan on an elastic cluster.
+the cheapest static cluster that meets the deadline; `replan` plans the remaining stages again at
+a barrier of a run, from the time left and how long its trials took against the profile.
+`profiling` measures a profile on this machine; `executor` runs a plan on an elastic cluster.
 """
 
 from basht.plan.job import ShaJob, Stage
-from basht.plan.planner import PlanResult, best_static, brute_force, plan_job
+from basht.plan.planner import (
+    PlanResult,
+    Replan,
+    best_static,
+    brute_force,
+    observed_speed,
+    plan_job,
+    replan,
+)
 from basht.plan.profile import Profile, load_profile
 from basht.plan.simulator import Estimate, Simulator
 
@@ -17,11 +26,14 @@ __all__ = [
     "Estimate",
     "PlanResult",
     "Profile",
+    "Replan",
     "ShaJob",
     "Simulator",
     "Stage",
     "best_static",
     "brute_force",
     "load_profile",
+    "observed_speed",
     "plan_job",
+    "replan",
 ]

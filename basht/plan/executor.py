@@ -3,7 +3,9 @@
 Three parts, as in the paper. The scheduler knows which stage a trial belongs to from the budget
 it trains to (the stage's rung); when the first trial of the next stage comes, every trial of
 this one has ended (the barrier), and the cluster manager scales to the plan's count for the next
-stage (`cluster.Cluster`). New instances start while the stage's first trials run on those that
+stage (`cluster.Cluster`). With `replan` on, the remaining stages are planned again first, from
+the time left before the deadline and how long this run's trials took against the profile
+(`planner.replan`): a run slower than its profile gets more instances, a faster one fewer. New instances start while the stage's first trials run on those that
 are up, as the simulator assumes; each takes trials once it is ready. The placement controller gives each trial the stage's GPUs per trial
 on one instance, packing trials onto the fewest instances (the fullest one with room first), so
 that whole instances are free to release.
@@ -14,6 +16,7 @@ the budgets it hands out). Every instance and stage is written to the store as i
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -24,11 +27,15 @@ from basht.engine.messages import TrialEvent, TrialTask, WorkloadRef
 from basht.errors import BashtError
 from basht.plan.cluster import Cluster, Instance, LocalProvider, plan_price
 from basht.plan.job import ShaJob
+from basht.plan.planner import Replan, default_max_instances, observed_speed, replan
+from basht.plan.profile import Profile
 from basht.plan.simulator import Layout, stage_layout
 
 if TYPE_CHECKING:
     from basht.experiment import PlanSpec
     from basht.store import Store
+
+log = logging.getLogger(__name__)
 
 _ENDINGS = frozenset(("completed", "paused", "stopped", "failed"))
 #: How often the executor looks at instances still starting while it waits for events.
@@ -49,12 +56,19 @@ class PlanExecutor:
         clock: Callable[[], float] = time.time,
     ):
         job = spec.job
+        self.spec = spec
         self.job = ShaJob(job.trials, job.min_budget, job.max_budget, job.eta)
-        self.plan = tuple(spec.plan)
+        self.planned = tuple(spec.plan)  # as the run was given it
+        self.plan = list(spec.plan)  # as it runs: re-planning changes the stages ahead
         self.threads_per_gpu = threads_per_gpu
         self.local = LocalExecutor(0, threads_per_gpu)
         self.provider = LocalProvider(self.local, spec.price.gpus)
         self.provider.check(self.plan)
+        self.profile = plan_profile(spec) if spec.replan else None
+        self.replans: list[Replan] = []
+        self._started: dict[int, tuple[float, int, int]] = {}  # trial -> (when, stage, GPUs)
+        self._trial_times: list[tuple[int, int, float]] = []  # (stage, GPUs, seconds) that ended
+        self._job_started: float | None = None
         self.cluster = Cluster(
             self.provider,
             plan_price(spec.price),
@@ -78,12 +92,31 @@ class PlanExecutor:
         """Deploy: the first stage's instances, ready to take the workload. A resumed run starts
         with the instances of the stage it was in (the earlier stages' trials have ended)."""
         self.local.start()
-        self._enter(self._resumed_stage())
+        self._job_started = self._first_start()
+        stage = self._resumed_stage()
+        # A resumed run plans its rest again from the time left, at the speed it last saw.
+        replanned = self._replan(stage, self._last_speed()) if self.profile and stage else None
+        self._enter(stage, replanned)
 
     def _resumed_stage(self) -> int:
         if self.store is None or self.run_id is None or self.attempt == 1:
             return 0
         return max((row.stage for row in self.store.stages(self.run_id)), default=0)
+
+    def _first_start(self) -> float:
+        """When the job began: now, or when a resumed run's first stage did (the deadline
+        counts from there, the time between attempts included)."""
+        if self.store is not None and self.run_id is not None and self.attempt > 1:
+            rows = self.store.stages(self.run_id)
+            if rows:
+                return min(row.started_at for row in rows)
+        return self.clock()
+
+    def _last_speed(self) -> float | None:
+        if self.store is None or self.run_id is None:
+            return None
+        speeds = [row.speed for row in self.store.stages(self.run_id) if row.speed is not None]
+        return speeds[-1] if speeds else None
 
     def setup(self, ref: WorkloadRef) -> None:
         self.local.setup(ref)  # instances launched later set it up as they start
@@ -110,7 +143,7 @@ class PlanExecutor:
                 f"of the plan's job (rungs {list(self.job.rungs)})"
             ) from None
 
-    def _enter(self, stage: int) -> None:
+    def _enter(self, stage: int, replanned: Replan | None = None) -> None:
         if self.stage is not None:
             self._end_stage()
         started = self.clock()
@@ -128,6 +161,9 @@ class PlanExecutor:
                 gpus_per_trial=self.layout.gpus_per_trial,
                 slots=self.layout.slots,
                 started_at=started,
+                planned_instances=self.planned[stage],
+                speed=None if replanned is None else replanned.speed,
+                estimated_left_s=None if replanned is None else replanned.estimate.jct_s,
             )
 
     def _end_stage(self) -> None:
@@ -170,7 +206,8 @@ class PlanExecutor:
         stage = self.stage_of(task)
         if stage != self.stage:
             self._barrier()
-            self._enter(stage)
+            replanned = self._replan(stage) if self.profile is not None and stage > 0 else None
+            self._enter(stage, replanned)
         assert self.layout is not None
         with_room = [i for i in self.cluster.live if self._free(i) > 0]
         if not with_room:
@@ -181,13 +218,61 @@ class PlanExecutor:
         threads = self.layout.gpus_per_trial * self.threads_per_gpu
         self.local.submit(replace(task, threads=threads), worker=worker)
         self._placed[task.trial_id] = (worker, instance)
+        self._started[task.trial_id] = (self.clock(), stage, self.layout.gpus_per_trial)
         return worker
 
     def _forget(self, event: TrialEvent) -> None:
         if event.kind in _ENDINGS:
             self._placed.pop(event.trial_id, None)
+            started = self._started.pop(event.trial_id, None)
+            if started is not None and event.kind != "failed":  # a crash says nothing of speed
+                when, stage, gpus = started
+                self._trial_times.append((stage, gpus, self.clock() - when))
             if not self._placed:
                 self._last_end = self.clock()
+
+    # -- re-planning ------------------------------------------------------------------------
+
+    def _replan(self, stage: int, speed: float | None = None) -> Replan:
+        """Plan the stages from `stage` on again, before the cluster scales for it: at the
+        speed this attempt's trials showed (else `speed`, else the profile's own)."""
+        assert self.profile is not None and self.spec.deadline_s is not None
+        now = self.clock()
+        started = self._job_started if self._job_started is not None else now
+        live = [*self.cluster.live, *self.cluster.starting]
+        speed = observed_speed(self.profile, self._trial_times, self.job) or speed
+        cap = min(
+            self.spec.max_instances or default_max_instances(self.job, self.profile),
+            self.provider.max_workers // self.provider.gpus,
+        )
+        result = replan(
+            self.job,
+            self.profile,
+            stage,
+            left_s=self.spec.deadline_s - (now - started),
+            live_s=sorted((now - i.launched_at for i in live), reverse=True),
+            speed=speed or 1.0,
+            current=tuple(self.plan[stage:]),
+            confidence=self.spec.confidence or "p95",
+            max_instances=cap,
+            runs=self.spec.runs,
+            seed=self.spec.seed,
+        )
+        before = " ".join(map(str, self.plan[stage:]))
+        self.plan[stage:] = result.plan
+        self.replans.append(result)
+        how = (
+            f"stage {stage}: re-planned {before} -> {' '.join(map(str, result.plan))} "
+            f"(trials took {result.speed:.2f}x the profile; estimated "
+            f"{result.estimate.jct_s:.1f} s of {result.left_s:.1f} s left)"
+        )
+        if result.meets:
+            log.info(how)
+        else:
+            log.warning(
+                "%s: the deadline can no longer be met, the rest runs as fast as it can", how
+            )
+        return result
 
     # -- the rest is the local executor's ---------------------------------------------------
 
@@ -249,3 +334,20 @@ class PlanExecutor:
             self.store.update_instance(
                 self.run_id, instance.number, self.attempt, released_at=instance.released_at
             )
+
+
+def plan_profile(spec: PlanSpec) -> Profile:
+    """The profile a plan file keeps (its measurements) at the plan's price: what re-planning
+    estimates from."""
+    measured = spec.profile
+    if measured is None:
+        raise BashtError("plan.replan: the plan keeps no profile (write it with basht plan --json)")
+    return Profile(
+        price=plan_price(spec.price),
+        epoch_s={gpus: tuple(samples) for gpus, samples in measured.epoch_s.items()},
+        startup_s=tuple(measured.startup_s),
+        scaling=measured.scaling,
+        source=measured.source,
+        data_usd_per_instance=spec.price.data_usd_per_instance,
+        overhead_s=tuple(measured.overhead_s),
+    )

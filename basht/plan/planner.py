@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from basht.errors import BashtError
@@ -38,6 +39,9 @@ class PlanResult:
     deadline_s: float
     confidence: str
     simulations: int
+    max_instances: int | None = None  # the most instances it could use
+    runs: int = 200  # simulated runs per plan
+    seed: int = 0  # of the simulated stragglers
 
     @property
     def saving(self) -> float:
@@ -143,4 +147,83 @@ def plan_job(
         deadline_s=deadline_s,
         confidence=confidence,
         simulations=sim.calls,
+        max_instances=cap,
+        runs=runs,
+        seed=seed,
     )
+
+
+@dataclass(frozen=True)
+class Replan:
+    """The remaining stages planned again at a barrier, from what the run has seen so far."""
+
+    stage: int  # the first stage it plans
+    plan: Plan  # instances for each stage from `stage` on
+    estimate: Estimate  # of those stages, timed from the barrier
+    speed: float  # the run's trials took `speed` times the profiled time
+    left_s: float  # what was left of the deadline at the barrier
+    confidence: str
+
+    @property
+    def meets(self) -> bool:
+        return _jct(self.estimate, self.confidence) <= self.left_s
+
+
+def observed_speed(
+    profile: Profile, trials: Sequence[tuple[int, int, float]], job: ShaJob
+) -> float | None:
+    """How much longer (>1) or shorter (<1) the run's trials took than the profile expects: the
+    ratio of their seconds to the profile's expected seconds, over `trials` as (stage, GPUs per
+    trial, seconds). None before a trial has ended."""
+    if not trials:
+        return None
+    expected = sum(profile.trial_s(gpus, job.stages[stage].epochs) for stage, gpus, _ in trials)
+    return sum(seconds for *_, seconds in trials) / expected
+
+
+def replan(
+    job: ShaJob,
+    profile: Profile,
+    stage: int,
+    *,
+    left_s: float,
+    live_s: Sequence[float],
+    speed: float = 1.0,
+    current: Plan | None = None,
+    confidence: str = "p95",
+    max_instances: int | None = None,
+    runs: int = 200,
+    seed: int = 0,
+) -> Replan:
+    """The cheapest plan for the stages from `stage` on that meets what is left of the deadline,
+    with the profile's trials `speed` times as long and the instances aged `live_s` (oldest
+    first) already up. It starts from the better of the cheapest static plan and `current` (the
+    rest of the plan as it was), so it is never worse than keeping the plan. When no plan meets
+    the deadline any more, it is the cheapest of those that finish soonest."""
+    cap = max(max_instances or default_max_instances(job, profile), 1)
+    sim = Simulator(
+        job,
+        profile.scaled(speed),
+        runs=runs,
+        seed=seed,
+        max_instances=cap,
+        from_stage=stage,
+        live_s=tuple(live_s),
+    )
+    deadline = left_s
+    start = best_static(sim, deadline, confidence)
+    if current is not None:
+        current = tuple(min(m, cap) for m in current)
+        keep = sim(current)
+        if _jct(keep, confidence) <= deadline and (
+            start is None or keep.cost_usd < sim(start).cost_usd
+        ):
+            start = current
+    if start is None:  # late whatever it does: as soon as it can, at the least cost for that
+        counts = sorted({m for i in range(len(sim.stages)) for m in sim.levels(i)})
+        start = min(
+            ((m,) * len(sim.stages) for m in counts), key=lambda p: _jct(sim(p), confidence)
+        )
+        deadline = _jct(sim(start), confidence)
+    plan = greedy(sim, start, deadline, confidence)
+    return Replan(stage, plan, sim(plan), speed, left_s, confidence)

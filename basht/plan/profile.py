@@ -24,7 +24,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -96,9 +96,7 @@ class Profile:
     def epoch_quantile(self, gpus: int, u: np.ndarray) -> np.ndarray:
         """Seconds per epoch at `gpus` GPUs for uniform draws `u` (the empirical distribution):
         the same `u` gives the same straggler under every plan (common random numbers)."""
-        table = self._sorted.get(gpus)
-        if table is None:
-            table = self._sorted[gpus] = self._samples_at(gpus)
+        table = self._table(gpus)
         index = np.minimum((u * len(table)).astype(np.int64), len(table) - 1)
         return table[index]
 
@@ -107,6 +105,41 @@ class Profile:
 
     def overhead_quantile(self, u: np.ndarray) -> np.ndarray:
         return _quantile(self.overhead_s, u)
+
+    def trial_s(self, gpus: int, epochs: int) -> float:
+        """A trial's expected seconds for `epochs` epochs at `gpus` GPUs, with its overhead."""
+        return epochs * float(np.mean(self._table(gpus))) + float(np.mean(self.overhead_s))
+
+    def scaled(self, factor: float) -> Profile:
+        """This profile with every trial `factor` times as long (epochs and overhead; the
+        start-up of an instance is the provider's, not the trial's): what a run that has seen
+        its trials take `factor` times the profiled time expects of the rest."""
+        if not (math.isfinite(factor) and factor > 0):
+            raise BashtError(f"speed factor: expected a number > 0, got {factor!r}")
+        return replace(
+            self,
+            epoch_s={k: tuple(s * factor for s in v) for k, v in self.epoch_s.items()},
+            overhead_s=tuple(s * factor for s in self.overhead_s),
+            source=f"{self.source or 'profile'}, trials x{factor:.3g} as measured in the run",
+            _sorted={},
+        )
+
+    def samples(self) -> dict[str, Any]:
+        """The measurements, as a profile file holds them (its instance aside): what a plan
+        file keeps so that a run can plan again from them."""
+        return {
+            "epoch_s": {str(k): list(v) for k, v in sorted(self.epoch_s.items())},
+            "startup_s": list(self.startup_s),
+            "overhead_s": list(self.overhead_s),
+            "scaling": self.scaling,
+            "source": self.source,
+        }
+
+    def _table(self, gpus: int) -> np.ndarray:
+        table = self._sorted.get(gpus)
+        if table is None:
+            table = self._sorted[gpus] = self._samples_at(gpus)
+        return table
 
     def _samples_at(self, gpus: int) -> np.ndarray:
         if gpus in self.epoch_s:

@@ -42,6 +42,7 @@ class Estimate:
     jct_p95_s: float
     cost_usd: float
     cost_p95_usd: float
+    stage_end_s: tuple[float, ...] = ()  # when each stage's barrier falls, on average
 
 
 @dataclass(frozen=True)
@@ -63,16 +64,33 @@ def stage_layout(stage: Stage, instances: int, gpus_per_instance: int) -> Layout
 
 
 class Simulator:
-    """`sim(plan)` -> Estimate, cached per plan; `calls` counts the plans simulated."""
+    """`sim(plan)` -> Estimate, cached per plan; `calls` counts the plans simulated.
+
+    A job under way is simulated from a barrier: `from_stage` is the next stage (plans then
+    give the instances of the stages from there on) and `live_s` the ages of the instances
+    up at the barrier, oldest first. They are billed from their launch, as the run bills them;
+    time is counted from the barrier.
+    """
 
     def __init__(
-        self, job: ShaJob, profile: Profile, *, runs: int = 200, seed: int = 0, max_instances: int
+        self,
+        job: ShaJob,
+        profile: Profile,
+        *,
+        runs: int = 200,
+        seed: int = 0,
+        max_instances: int,
+        from_stage: int = 0,
+        live_s: tuple[float, ...] = (),
     ):
         if runs < 1:
             raise BashtError(f"runs: expected 1 or more, got {runs}")
+        if not 0 <= from_stage < len(job.stages):
+            raise BashtError(f"stage {from_stage}: the job has stages 0..{len(job.stages) - 1}")
         self.job, self.profile, self.runs = job, profile, runs
-        self.stages = job.stages
+        self.stages = job.stages[from_stage:]
         self.max_instances = max_instances
+        self.live_s = tuple(float(age) for age in live_s)
         train, start = np.random.default_rng([seed, 0]), np.random.default_rng([seed, 1])
         self._u_train = [train.random((runs, stage.trials)) for stage in self.stages]
         # Instance j's start-up draws come first for j, so they do not depend on max_instances.
@@ -112,10 +130,12 @@ class Simulator:
 
     def _simulate(self, plan: Plan) -> Estimate:
         runs = self.runs
-        launched = np.zeros((runs, 0))  # each live instance's launch and ready times
-        ready = np.zeros((runs, 0))
+        # Each live instance's launch and ready times.
+        launched = np.repeat(-np.asarray(self.live_s, dtype=float)[None, :], runs, axis=0)
+        ready = np.zeros((runs, len(self.live_s)))
         billed = np.zeros(runs)
         barrier = np.zeros(runs)
+        ends = []
         for i, (stage, instances) in enumerate(zip(self.stages, plan, strict=True)):
             have = launched.shape[1]
             if instances < have:  # released at the barrier: billed up to it
@@ -127,12 +147,14 @@ class Simulator:
                 launched = np.hstack([launched, np.repeat(barrier[:, None], instances - have, 1)])
                 ready = np.hstack([ready, barrier[:, None] + start])
             barrier = self._stage_end(stage, i, np.maximum(ready, barrier[:, None]))
+            ends.append(float(barrier.mean()))
         billed += self._bill(barrier[:, None] - launched)
         return Estimate(
             jct_s=float(barrier.mean()),
             jct_p95_s=float(np.quantile(barrier, 0.95)),
             cost_usd=float(billed.mean()),
             cost_p95_usd=float(np.quantile(billed, 0.95)),
+            stage_end_s=tuple(ends),
         )
 
     def _stage_end(self, stage: Stage, i: int, ready: np.ndarray) -> np.ndarray:

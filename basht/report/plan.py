@@ -118,6 +118,11 @@ def plan_json(result: PlanResult, job: ShaJob, profile: Profile) -> dict[str, An
         "static_estimate": asdict(result.static_estimate),
         "static_over_plan_cost": result.saving,
         "plans_simulated": result.simulations,
+        # What `basht run --replan` plans the remaining stages again with, at each barrier.
+        "profile": profile.samples(),
+        "max_instances": result.max_instances,
+        "runs": result.runs,
+        "seed": result.seed,
     }
 
 
@@ -160,6 +165,7 @@ def cluster_summary(store: Store, run_id: str, spec: dict[str, Any]) -> dict[str
         "plan": list(planned.plan),
         "deadline_s": planned.deadline_s,
         "confidence": planned.confidence,
+        "replan": planned.replan,
         "jct_s": sum(max(t) - min(t) for t in spans.values() if t),
         "cost_usd": sum(i["billed_usd"] + i["data_usd"] for i in billed),
         "estimate": None if estimate is None else estimate.model_dump(),
@@ -167,8 +173,14 @@ def cluster_summary(store: Store, run_id: str, spec: dict[str, Any]) -> dict[str
             {
                 "stage": row.stage,
                 "attempt": row.attempt,
-                "planned_instances": planned.plan[row.stage],
+                "planned_instances": (
+                    planned.plan[row.stage]
+                    if row.planned_instances is None
+                    else row.planned_instances
+                ),
                 "instances": row.instances,
+                "speed": row.speed,  # re-planned at its barrier: trials over the profile
+                "estimated_left_s": row.estimated_left_s,
                 "gpus_per_trial": row.gpus_per_trial,
                 "slots": row.slots,
                 "duration_s": None if row.ended_at is None else row.ended_at - row.started_at,
@@ -181,18 +193,34 @@ def cluster_summary(store: Store, run_id: str, spec: dict[str, Any]) -> dict[str
 
 def cluster_tables(cluster: dict[str, Any]) -> Group:
     """The run's stages on the plan's cluster, and its time and bill against the estimate."""
-    stages = Table(title="elastic cluster: the plan's stages as run", title_justify="left")
-    for column in ("stage", "instances", "GPUs per trial", "at once", "seconds"):
+    replanned = cluster.get("replan", False)
+    title = "elastic cluster: the plan's stages as run" + (
+        ", re-planned at each barrier" if replanned else ""
+    )
+    stages = Table(title=title, title_justify="left")
+    columns = ["stage", "instances", "GPUs per trial", "at once", "seconds"]
+    if replanned:
+        columns[1:1] = ["planned"]
+        columns += ["trial speed", "est. s left"]
+    for column in columns:
         stages.add_column(column, justify="right")
     for row in cluster["stages"]:
         seconds = row["duration_s"]
-        stages.add_row(
+        cells = [
             str(row["stage"]),
             str(row["instances"]),
             str(row["gpus_per_trial"]),
             str(row["slots"]),
             "-" if seconds is None else f"{seconds:.1f}",
-        )
+        ]
+        if replanned:
+            speed, left = row.get("speed"), row.get("estimated_left_s")
+            cells[1:1] = [str(row["planned_instances"])]
+            cells += [
+                "-" if speed is None else f"{speed:.2f}x",
+                "-" if left is None else f"{left:.1f}",
+            ]
+        stages.add_row(*cells)
     totals = Table(show_header=True, box=None, pad_edge=False)
     totals.add_column("")
     totals.add_column("JCT (s)", justify="right")
@@ -205,7 +233,13 @@ def cluster_tables(cluster: dict[str, Any]) -> Group:
     if cluster["deadline_s"] is not None:
         totals.add_row("deadline", f"{cluster['deadline_s']:.1f}", "")
     launched = len(cluster["instances"])
-    note = (
+    speed_note = (
+        "trial speed: the run's trials over the profile's time when the stage was re-planned; "
+        "est. s left: the re-planned estimate from the barrier to the end (mean)\n"
+        if replanned
+        else ""
+    )
+    note = speed_note + (
         f"{launched} instance{'s' if launched != 1 else ''} of {cluster['instance']}; "
         "instances are emulated on this machine (worker processes, one per GPU, billed at the "
         "instance type's price), so times are this machine's, not the instance type's"

@@ -190,6 +190,11 @@ class StageRow(Base):
     slots: Mapped[int] = mapped_column(Integer)  # trials that run at once
     started_at: Mapped[float] = mapped_column(Float)  # its barrier: instances asked for
     ended_at: Mapped[float | None] = mapped_column(Float)  # its last trial ended
+    planned_instances: Mapped[int | None] = mapped_column(Integer)  # as the run's plan had it
+    # Re-planned at its barrier: the run's trials over the profile's time, and the estimated
+    # seconds from the barrier to the end of the job.
+    speed: Mapped[float | None] = mapped_column(Float)
+    estimated_left_s: Mapped[float | None] = mapped_column(Float)
 
 
 class MetricRow(Base):

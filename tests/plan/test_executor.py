@@ -275,10 +275,49 @@ def test_basht_run_follows_the_plan_stage_by_stage_and_bills_its_instances(plann
     assert cluster["estimate"]["cost_usd"] > 0 and cluster["plan"] == [3, 1, 2]
 
 
+def test_a_replanned_run_follows_the_trial_times_it_sees(planned):
+    """The trials sleep far less than the profile's 0.3 s an epoch, and the deadline is a
+    minute: at each barrier the rest is planned again at the speed seen, and one instance is
+    the cheapest that meets it, where the plan had 2 in the last stage."""
+    plan = json.loads((planned / "plan.json").read_text())
+    (planned / "replan.json").write_text(json.dumps(plan | {"replan": True}))
+    _write(planned, EXPERIMENT | {"plan": "replan.json"})  # as a file names it
+    checked = _basht("validate", "exp.yaml", cwd=planned)
+    assert "plan 3 1 2 (instances per stage, re-planned at each barrier)" in checked.stdout
+    _write(planned, EXPERIMENT | {"store": f"sqlite:///{planned / 'basht.db'}"})
+    proc = _basht("run", "exp.yaml", "--plan", "plan.json", "--replan", "-q", cwd=planned)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert "re-planned at each barrier" in proc.stdout and "trial speed" in proc.stdout
+    store = Store(f"sqlite:///{planned / 'basht.db'}", create=False)
+    (run,) = store.list_runs()
+    stages = store.stages(run.id)
+    assert [(s.stage, s.planned_instances, s.instances) for s in stages] == [
+        (0, 3, 3),
+        (1, 1, 1),
+        (2, 2, 1),
+    ]
+    assert stages[0].speed is None  # the first stage runs as planned
+    assert all(0 < s.speed < 1 and s.estimated_left_s > 0 for s in stages[1:])
+    # No instance was launched after the first stage's.
+    assert [(i.number, i.stage) for i in store.instances(run.id)] == [(0, 0), (1, 0), (2, 0)]
+    summary = json.loads((planned / run.results_dir / "results.json").read_text())
+    cluster = summary["cluster"]
+    assert cluster["replan"] is True
+    assert [(s["planned_instances"], s["instances"]) for s in cluster["stages"]][2] == (2, 1)
+    assert cluster["stages"][2]["speed"] == pytest.approx(stages[2].speed)
+    # --replan without a plan is one line naming it.
+    alone = _basht("run", "exp.yaml", "--replan", "-q", cwd=planned)
+    assert alone.returncode == 2 and "--replan needs a plan" in alone.stderr
+
+
 def test_an_interrupted_plan_run_resumes_with_the_stage_it_was_in(planned):
     """Ctrl-C in the last stage, then `basht resume`: the new attempt launches the last stage's
-    instances (not the first stage's), finishes the job, and both attempts' instances are billed."""
+    instances (not the first stage's), finishes the job, and both attempts' instances are billed.
+    The plan is re-planned at each barrier (10 minutes to go: one instance is the cheapest rest),
+    and the resumed attempt plans its stage again at the speed the first one saw."""
     store_url = f"sqlite:///{planned / 'basht.db'}"
+    plan = json.loads((planned / "plan.json").read_text())
+    (planned / "plan.json").write_text(json.dumps(plan | {"replan": True, "deadline_s": 600}))
     slow = EXPERIMENT | {
         "workload": {"name": "sleep", "params": {"epoch_s": 0.3}},
         "space": {"x": {"type": "float", "low": 0.0, "high": 1.0}},
@@ -297,17 +336,19 @@ def test_an_interrupted_plan_run_resumes_with_the_stage_it_was_in(planned):
     store = Store(store_url, create=False)
     (run,) = store.list_runs()
     assert run.status == "completed"
-    stages = [(s.attempt, s.stage, s.instances) for s in store.stages(run.id)]
-    assert stages == [(1, 0, 3), (1, 1, 1), (1, 2, 2), (2, 2, 2)]
+    rows = store.stages(run.id)
+    stages = [(s.attempt, s.stage, s.planned_instances, s.instances) for s in rows]
+    assert stages == [(1, 0, 3, 3), (1, 1, 1, 1), (1, 2, 2, 1), (2, 2, 2, 1)]
+    assert rows[3].speed == rows[2].speed  # no trial of attempt 2 had ended yet
     instances = store.instances(run.id)
-    assert [(i.attempt, i.stage) for i in instances if i.attempt == 2] == [(2, 2), (2, 2)]
+    assert [(i.attempt, i.stage) for i in instances if i.attempt == 2] == [(2, 2)]
     assert all(i.released_at is not None for i in instances), [
         (i.attempt, i.number, i.launched_at, i.released_at) for i in instances
     ]
     trials = store.trials(run.id)
     assert len(trials) == 9 and sum(t.state == "completed" for t in trials) == 1
     summary = json.loads((planned / run.results_dir / "results.json").read_text())
-    assert len(summary["cluster"]["instances"]) == len(instances) == 6
+    assert len(summary["cluster"]["instances"]) == len(instances) == 4
     assert summary["metrics"]["OC"]["value"] == pytest.approx(
         summary["cluster"]["cost_usd"], rel=1e-6
     )
