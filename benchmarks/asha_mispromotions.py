@@ -15,12 +15,12 @@ promotions cost. If the capped ASHA closes the gap to SHA, the gap is the mispro
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
+from _results import write_results
 from asha_scale import _faster, median_time, run_one
 from rich.console import Console
 from rich.table import Table
@@ -100,21 +100,17 @@ def main() -> None:
             f"{to_max:g}",
         )
     Console(width=120).print(table)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps(
-            {
-                "benchmark": "asha_mispromotions",
-                "workers": args.workers,
-                "target": args.target,
-                "seeds": args.seeds,
-                "summary": summary,
-                "runs": runs,
-            },
-            indent=2,
-        )
+    write_results(
+        args.out,
+        "asha_mispromotions",
+        {
+            "workers": args.workers,
+            "target": args.target,
+            "seeds": args.seeds,
+            "summary": summary,
+            "runs": runs,
+        },
     )
-    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -35,15 +35,13 @@ own shape (eta 4, budgets 1..256) with seeds 0-9 (0-4 at 500 workers).
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
-import platform
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
+from _results import write_results
 from rich.console import Console
 from rich.table import Table
 
@@ -276,32 +274,23 @@ def main() -> None:
     summary = summarize(runs)
     print_table(summary, args.target, args.eta, args.max_budget)
     print(f"{len(runs)} simulations in {total_s:.0f} s")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps(
-            {
-                "benchmark": "asha_scale",
-                "machine": {
-                    "python": platform.python_version(),
-                    "platform": platform.platform(),
-                    "cpus": os.cpu_count(),
-                },
-                "target": args.target,
-                "trials_per_worker": args.trials_per_worker,
-                "straggler_p": args.straggler_p,
-                "straggler_factor": args.straggler_factor,
-                "eta": args.eta,
-                "max_budget": args.max_budget,
-                "seeds": args.seeds,
-                "seeds_large": seeds_large,
-                "total_wall_s": total_s,
-                "summary": summary,
-                "runs": runs,
-            },
-            indent=2,
-        )
+    write_results(
+        args.out,
+        "asha_scale",
+        {
+            "target": args.target,
+            "trials_per_worker": args.trials_per_worker,
+            "straggler_p": args.straggler_p,
+            "straggler_factor": args.straggler_factor,
+            "eta": args.eta,
+            "max_budget": args.max_budget,
+            "seeds": args.seeds,
+            "seeds_large": seeds_large,
+            "total_wall_s": total_s,
+            "summary": summary,
+            "runs": runs,
+        },
     )
-    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

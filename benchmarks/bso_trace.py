@@ -22,8 +22,6 @@ JSON to benchmarks/results/bso_trace.json.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import statistics
 import sys
 import tempfile
@@ -37,6 +35,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+from _results import write_results  # noqa: E402
 from zeus_golden import run_zeus  # noqa: E402
 from zeus_venv import ZEUS_VERSION, zeus_python  # noqa: E402
 
@@ -153,28 +152,22 @@ def main() -> None:
             }
         )
     Console().print(table)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps(
-            {
-                "benchmark": "bso_trace",
-                "gpu": args.gpu,
-                "recurrences": args.recurrences,
-                "seeds": args.seeds,
-                "eta": args.eta,
-                "beta": args.beta,
-                "zeus": ZEUS_VERSION,
-                "power_limit": "highest per batch size (Zeus+JIT column: Zeus's JIT optimizer)",
-                "machine": platform.platform(),
-                "wall_s": wall_s,
-                "summary_mean_cost_j": summary,
-                "workloads": rows,
-            },
-            indent=2,
-        )
-        + "\n"
+    write_results(
+        args.out,
+        "bso_trace",
+        {
+            "gpu": args.gpu,
+            "recurrences": args.recurrences,
+            "seeds": args.seeds,
+            "eta": args.eta,
+            "beta": args.beta,
+            "zeus": ZEUS_VERSION,
+            "power_limit": "highest per batch size (Zeus+JIT column: Zeus's JIT optimizer)",
+            "wall_s": wall_s,
+            "summary_mean_cost_j": summary,
+            "workloads": rows,
+        },
     )
-    print(f"wrote {args.out} ({wall_s:.0f} s)")
 
 
 if __name__ == "__main__":

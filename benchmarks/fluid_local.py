@@ -12,12 +12,11 @@ energy spent idle (WR) and the node's mean CPU utilisation over the run (power s
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import statistics
 import tempfile
 from pathlib import Path
 
+from _results import write_results
 from rich.console import Console
 from rich.table import Table
 
@@ -108,21 +107,16 @@ def main() -> None:
         f"JCT fluid / fifo: {ratio:.3f}; WR fifo {summary['fifo']['wr_pct']:.1f} % -> "
         f"fluid {summary['fluid']['wr_pct']:.1f} %"
     )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps(
-            {
-                "benchmark": "fluid_local",
-                "machine": {"python": platform.python_version()},
-                "target": args.target,
-                "runs": rows,
-                "medians": summary,
-                "jct_ratio_fluid_over_fifo": ratio,
-            },
-            indent=2,
-        )
+    write_results(
+        args.out,
+        "fluid_local",
+        {
+            "target": args.target,
+            "runs": rows,
+            "medians": summary,
+            "jct_ratio_fluid_over_fifo": ratio,
+        },
     )
-    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -13,13 +13,12 @@ Needs a CUDA GPU with NVML.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
+from _results import write_results
 from rich.console import Console
 from rich.table import Table
 
@@ -132,23 +131,15 @@ def main() -> None:
             f"{m['test_accuracy']:.3f}",
         )
     Console(width=140).print(table)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps(
-            {
-                "benchmark": "gpu_sharing",
-                "machine": {
-                    "python": platform.python_version(),
-                    "gpu": gpu_name,
-                    "torch": torch.__version__,
-                },
-                "runs": rows,
-                "medians": {str(w): m for w, m in medians.items()},
-            },
-            indent=2,
-        )
+    write_results(
+        args.out,
+        "gpu_sharing",
+        {
+            "runs": rows,
+            "medians": {str(w): m for w, m in medians.items()},
+        },
+        machine_extra={"gpu": gpu_name, "torch": torch.__version__},
     )
-    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -11,13 +11,12 @@ booking every interval.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from _results import write_results
 from rich.console import Console
 from rich.table import Table
 
@@ -72,18 +71,13 @@ def main() -> None:
             r["tool"], str(r["samples"]), f"{r['cpu_s']:.4f}", f"{r['core_share_pct']:.3f}"
         )
     Console(width=120).print(table)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps(
-            {
-                "benchmark": "monitor",
-                "machine": {"python": platform.python_version()},
-                "results": rows,
-            },
-            indent=2,
-        )
+    write_results(
+        args.out,
+        "monitor",
+        {
+            "results": rows,
+        },
     )
-    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -11,13 +11,12 @@ tasks is the floor any process-based engine pays.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
-import platform
 import tempfile
 import time
 from pathlib import Path
 
+from _results import write_results
 from rich.console import Console
 from rich.table import Table
 
@@ -99,19 +98,14 @@ def main() -> None:
             f"{record['ratio_vs_floor']:.1f}x",
         )
     Console(width=120).print(table)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps(
-            {
-                "benchmark": "overhead",
-                "machine": {"python": platform.python_version(), "cpus": mp.cpu_count()},
-                "workers": args.workers,
-                "results": records,
-            },
-            indent=2,
-        )
+    write_results(
+        args.out,
+        "overhead",
+        {
+            "workers": args.workers,
+            "results": records,
+        },
     )
-    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -13,12 +13,11 @@ widest), which no schedule can beat.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import statistics
 from pathlib import Path
 
 import numpy as np
+from _results import write_results
 from rich.console import Console
 from rich.table import Table
 
@@ -87,21 +86,16 @@ def main() -> None:
         f"worst {fluid['worst']:.3f} (<= 2: {fluid['worst'] <= 2}), "
         f"fifo median {fifo['median']:.3f}"
     )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps(
-            {
-                "benchmark": "packing",
-                "machine": {"python": platform.python_version()},
-                "groups": args.groups,
-                "capacity": args.capacity,
-                "seed": args.seed,
-                "results": rows,
-            },
-            indent=2,
-        )
+    write_results(
+        args.out,
+        "packing",
+        {
+            "groups": args.groups,
+            "capacity": args.capacity,
+            "seed": args.seed,
+            "results": rows,
+        },
     )
-    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -26,14 +26,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.metadata
-import json
-import multiprocessing as mp
-import platform
 import statistics
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from _results import write_results
 from rich.console import Console
 from rich.table import Table
 
@@ -191,34 +189,25 @@ def main() -> None:
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             versions[name] = importlib.metadata.version(name)
     rows = compare_rows(store, comparison)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps(
-            {
-                "benchmark": "peers",
-                "machine": {
-                    "python": platform.python_version(),
-                    "cpus": mp.cpu_count(),
-                    "platform": platform.platform(),
-                },
-                "versions": versions,
-                "experiment": experiment.to_dict(),
-                "comparison": comparison.id,
-                "seeds": comparison.seeds,
-                "target": args.target,
-                "energy_source": sorted(
-                    {m.source for _, r in comparison.pairs() for m in store.metrics(r) if m.source}
-                ),
-                "systems": data,
-                "table": [
-                    {"label": r.label, "cells": {s: r.cell(s) for s in comparison.systems}}
-                    for r in rows
-                ],
-            },
-            indent=2,
-        )
+    write_results(
+        args.out,
+        "peers",
+        {
+            "versions": versions,
+            "experiment": experiment.to_dict(),
+            "comparison": comparison.id,
+            "seeds": comparison.seeds,
+            "target": args.target,
+            "energy_source": sorted(
+                {m.source for _, r in comparison.pairs() for m in store.metrics(r) if m.source}
+            ),
+            "systems": data,
+            "table": [
+                {"label": r.label, "cells": {s: r.cell(s) for s in comparison.systems}}
+                for r in rows
+            ],
+        },
     )
-    console.print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

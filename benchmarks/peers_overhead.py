@@ -45,12 +45,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.metadata
-import json
 import logging
 import math
 import multiprocessing as mp
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -60,6 +58,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from _results import write_results
 from rich.console import Console
 from rich.table import Table
 
@@ -486,31 +485,21 @@ def main() -> None:
     for name in ("optuna", "ray"):
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             versions[name] = importlib.metadata.version(name)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps(
-            {
-                "benchmark": "peers_overhead",
-                "machine": {
-                    "python": platform.python_version(),
-                    "cpus": mp.cpu_count(),
-                    "platform": platform.platform(),
-                    "processor": platform.processor(),
-                },
-                "versions": versions,
-                "trials": args.trials,
-                "workers": args.workers,
-                "epochs": EPOCHS,
-                "eta": ETA,
-                "seed": args.seed,
-                "ray_fixed_s": ray_fixed,
-                "ratios": ratios,
-                "results": records,
-            },
-            indent=2,
-        )
+    write_results(
+        args.out,
+        "peers_overhead",
+        {
+            "versions": versions,
+            "trials": args.trials,
+            "workers": args.workers,
+            "epochs": EPOCHS,
+            "eta": ETA,
+            "seed": args.seed,
+            "ray_fixed_s": ray_fixed,
+            "ratios": ratios,
+            "results": records,
+        },
     )
-    console.print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -27,13 +27,12 @@ start-up 90 to 180 s; "good scaling" is near-linear over GPUs (b ~ 0.95 in t(k) 
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import statistics
 import time
 from pathlib import Path
 
 import numpy as np
+from _results import write_results
 from rich.console import Console
 from rich.table import Table
 
@@ -225,35 +224,30 @@ def main() -> None:
         f"{summary['greedy_never_costlier_than_static']}, greedy >= optimum "
         f"{summary['greedy_never_cheaper_than_optimum']}"
     )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps(
-            {
-                "benchmark": "rubberband_plan",
-                "machine": {"python": platform.python_version()},
-                "note": "illustrative profiles (aws:p3.8xlarge price; epoch and start-up times "
-                "made up to show sublinear scaling and stragglers), not measurements",
-                "profiles": {
-                    name: {
-                        "instance": "aws:p3.8xlarge",
-                        "epoch_s_median": SCALING[name],
-                        "exponent_b": illustrative_profile(name).exponent,
-                        "epoch_spread": list(SPREAD + TAIL),
-                        "startup_s": STARTUP_S,
-                    }
-                    for name in SCALING
-                },
-                "runs": args.runs,
-                "seed": args.seed,
-                "confidence": args.confidence,
-                "deadlines": args.deadlines,
-                "summary": summary,
-                "results": rows,
+    write_results(
+        args.out,
+        "rubberband_plan",
+        {
+            "note": "illustrative profiles (aws:p3.8xlarge price; epoch and start-up times "
+            "made up to show sublinear scaling and stragglers), not measurements",
+            "profiles": {
+                name: {
+                    "instance": "aws:p3.8xlarge",
+                    "epoch_s_median": SCALING[name],
+                    "exponent_b": illustrative_profile(name).exponent,
+                    "epoch_spread": list(SPREAD + TAIL),
+                    "startup_s": STARTUP_S,
+                }
+                for name in SCALING
             },
-            indent=2,
-        )
+            "runs": args.runs,
+            "seed": args.seed,
+            "confidence": args.confidence,
+            "deadlines": args.deadlines,
+            "summary": summary,
+            "results": rows,
+        },
     )
-    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -28,13 +28,12 @@ plan meets it at p95.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import statistics
 import time
 from pathlib import Path
 
 import numpy as np
+from _results import write_results
 from rich.console import Console
 from rich.table import Table
 from rubberband_plan import illustrative_profile
@@ -207,31 +206,25 @@ def main() -> None:
         "illustrative profile (not measured); simulated runs on a virtual clock; "
         f"{wall:.1f} s wall time"
     )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps(
-            {
-                "benchmark": "rubberband_replan",
-                "machine": {"python": platform.python_version()},
-                "job": {"trials": JOB.trials, "min_budget": 1, "max_budget": 81, "eta": 3},
-                "profile": base.source,
-                "deadline_s": deadline,
-                "plan": list(planned.plan),
-                "plan_estimate": {
-                    "jct_s": planned.estimate.jct_s,
-                    "jct_p95_s": planned.estimate.jct_p95_s,
-                    "cost_usd": planned.estimate.cost_usd,
-                },
-                "max_instances": args.max_instances,
-                "runs_per_speed": args.runs_per_speed,
-                "wall_s": wall,
-                "rows": rows,
+    write_results(
+        args.out,
+        "rubberband_replan",
+        {
+            "job": {"trials": JOB.trials, "min_budget": 1, "max_budget": 81, "eta": 3},
+            "profile": base.source,
+            "deadline_s": deadline,
+            "plan": list(planned.plan),
+            "plan_estimate": {
+                "jct_s": planned.estimate.jct_s,
+                "jct_p95_s": planned.estimate.jct_p95_s,
+                "cost_usd": planned.estimate.cost_usd,
             },
-            indent=2,
-        )
-        + "\n"
+            "max_instances": args.max_instances,
+            "runs_per_speed": args.runs_per_speed,
+            "wall_s": wall,
+            "rows": rows,
+        },
     )
-    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -32,10 +32,7 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import math
-import multiprocessing as mp
-import platform
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -43,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _results import write_results
 from rich.console import Console
 from rich.table import Table
 
@@ -358,33 +356,23 @@ def main() -> None:
         "same stop step: share of trials (on the common prefix) whose last reported step is the "
         "same as under Optuna's SuccessiveHalvingPruner."
     )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps(
-            {
-                "benchmark": "scheduler",
-                "machine": {
-                    "python": platform.python_version(),
-                    "cpus": mp.cpu_count(),
-                    "platform": platform.platform(),
-                    "processor": platform.processor(),
-                },
-                "versions": {
-                    "basht": basht.__version__,
-                    "optuna": optuna.__version__,
-                    "numpy": np.__version__,
-                },
-                "budgets": {"min": MIN_BUDGET, "max": MAX_BUDGET, "eta": ETA},
-                "cap_s": args.cap_s,
-                "seed": args.seed,
-                "decision": "basht: report() and suggest() calls timed, decisions = report() calls;"
-                " optuna: should_prune() timed, decisions = should_prune() calls",
-                "results": records,
+    write_results(
+        args.out,
+        "scheduler",
+        {
+            "versions": {
+                "basht": basht.__version__,
+                "optuna": optuna.__version__,
+                "numpy": np.__version__,
             },
-            indent=2,
-        )
+            "budgets": {"min": MIN_BUDGET, "max": MAX_BUDGET, "eta": ETA},
+            "cap_s": args.cap_s,
+            "seed": args.seed,
+            "decision": "basht: report() and suggest() calls timed, decisions = report() calls;"
+            " optuna: should_prune() timed, decisions = should_prune() calls",
+            "results": records,
+        },
     )
-    console.print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":
