@@ -91,16 +91,24 @@ def describe_workload(workload: dict[str, Any] | None) -> str:
     return f"{workload['name']}: {described}" if described else workload["name"]
 
 
+RAY_NODE_COLUMNS = ("node", "attempt", "CPUs", "GPUs", "seconds", "USD")
+
+
+def ray_node_rows(nodes: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+    """The Ray nodes OC bills, each one instance for its time in the job, as tables show them."""
+    return [
+        (n["node"], str(n["attempt"]), _fmt(n["cpus"]), _fmt(n["gpus"]),
+         f"{n['lifetime_s']:.1f}", _fmt(n["billed_usd"]))
+        for n in nodes
+    ]  # fmt: skip
+
+
 def ray_nodes_table(nodes: list[dict[str, Any]]) -> Table:
-    """The Ray nodes OC bills: each one instance for its time in the job."""
     table = Table(title="Ray nodes billed (OC)", title_justify="left")
-    for column in ("node", "attempt", "CPUs", "GPUs", "seconds", "USD"):
+    for column in RAY_NODE_COLUMNS:
         table.add_column(column, justify="left" if column == "node" else "right")
-    for n in nodes:
-        table.add_row(
-            n["node"], str(n["attempt"]), _fmt(n["cpus"]), _fmt(n["gpus"]),
-            f"{n['lifetime_s']:.1f}", _fmt(n["billed_usd"]),
-        )  # fmt: skip
+    for row in ray_node_rows(nodes):
+        table.add_row(*row)
     return table
 
 

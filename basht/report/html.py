@@ -17,7 +17,22 @@ from typing import Any
 
 from basht.report.compare import Row, compare_rows
 from basht.report.comparison import Comparison
-from basht.report.console import ENERGY_COLUMNS, describe_workload, energy_rows, fmt
+from basht.report.console import (
+    ENERGY_COLUMNS,
+    RAY_NODE_COLUMNS,
+    describe_workload,
+    energy_rows,
+    fmt,
+    ray_node_rows,
+)
+from basht.report.plan import (
+    CLUSTER_TOTAL_COLUMNS,
+    cluster_notes,
+    cluster_stage_columns,
+    cluster_stage_rows,
+    cluster_title,
+    cluster_total_rows,
+)
 from basht.report.results import build_summary
 from basht.store import Store
 
@@ -132,6 +147,7 @@ def run_sections(summary: dict[str, Any], plots: dict[str, Path] | None) -> list
         _table(("", ""), head, numeric_from=2),
         "<h2>Phases</h2>",
         _table(("phase", "duration (s)"), phases),
+        *_cluster_sections(summary),
         "<h2>Metrics</h2>",
         _table(("metric", "value", "unit", "source"), metrics, numeric_from=1),
         "<h2>Energy by node</h2>",
@@ -139,6 +155,25 @@ def run_sections(summary: dict[str, Any], plots: dict[str, Path] | None) -> list
         "<h2>Plots</h2>",
         _plots_or_note(plots, _CAPTIONS, summary["run_id"]),
     ]
+
+
+def _cluster_sections(summary: dict[str, Any]) -> list[str]:
+    """What the run's instances were billed: a plan's elastic cluster, or Ray's nodes."""
+    sections = []
+    if cluster := summary.get("cluster"):
+        notes = "".join(f"<p>{_e(note)}</p>" for note in cluster_notes(cluster))
+        sections += [
+            f"<h2>{_e(cluster_title(cluster)).capitalize()}</h2>",
+            _table(cluster_stage_columns(cluster), cluster_stage_rows(cluster), numeric_from=0),
+            _table(CLUSTER_TOTAL_COLUMNS, cluster_total_rows(cluster)),
+            notes,
+        ]
+    if nodes := summary.get("ray_nodes"):
+        sections += [
+            "<h2>Ray nodes billed (OC)</h2>",
+            _table(RAY_NODE_COLUMNS, ray_node_rows(nodes)),
+        ]
+    return sections
 
 
 def run_html(store: Store, run_id: str, plots: dict[str, Path] | None) -> str:

@@ -191,19 +191,22 @@ def cluster_summary(store: Store, run_id: str, spec: dict[str, Any]) -> dict[str
     }
 
 
-def cluster_tables(cluster: dict[str, Any]) -> Group:
-    """The run's stages on the plan's cluster, and its time and bill against the estimate."""
-    replanned = cluster.get("replan", False)
-    title = "elastic cluster: the plan's stages as run" + (
-        ", re-planned at each barrier" if replanned else ""
-    )
-    stages = Table(title=title, title_justify="left")
+def cluster_title(cluster: dict[str, Any]) -> str:
+    again = ", re-planned at each barrier" if cluster.get("replan") else ""
+    return f"elastic cluster: the plan's stages as run{again}"
+
+
+def cluster_stage_columns(cluster: dict[str, Any]) -> list[str]:
     columns = ["stage", "instances", "GPUs per trial", "at once", "seconds"]
-    if replanned:
+    if cluster.get("replan"):
         columns[1:1] = ["planned"]
         columns += ["trial speed", "est. s left"]
-    for column in columns:
-        stages.add_column(column, justify="right")
+    return columns
+
+
+def cluster_stage_rows(cluster: dict[str, Any]) -> list[list[str]]:
+    """Each stage as run, under `cluster_stage_columns`: the console's and the HTML report's."""
+    rows = []
     for row in cluster["stages"]:
         seconds = row["duration_s"]
         cells = [
@@ -213,35 +216,58 @@ def cluster_tables(cluster: dict[str, Any]) -> Group:
             str(row["slots"]),
             "-" if seconds is None else f"{seconds:.1f}",
         ]
-        if replanned:
+        if cluster.get("replan"):
             speed, left = row.get("speed"), row.get("estimated_left_s")
             cells[1:1] = [str(row["planned_instances"])]
             cells += [
                 "-" if speed is None else f"{speed:.2f}x",
                 "-" if left is None else f"{left:.1f}",
             ]
-        stages.add_row(*cells)
-    totals = Table(show_header=True, box=None, pad_edge=False)
-    totals.add_column("")
-    totals.add_column("JCT (s)", justify="right")
-    totals.add_column("cost (USD)", justify="right")
-    totals.add_row("this run", f"{cluster['jct_s']:.1f}", f"{cluster['cost_usd']:.4f}")
+        rows.append(cells)
+    return rows
+
+
+CLUSTER_TOTAL_COLUMNS = ("", "JCT (s)", "cost (USD)")
+
+
+def cluster_total_rows(cluster: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The run's time and bill, the plan's estimate and the deadline."""
+    rows = [("this run", f"{cluster['jct_s']:.1f}", f"{cluster['cost_usd']:.4f}")]
     if (estimate := cluster["estimate"]) is not None:
-        totals.add_row(
-            "plan's estimate (mean)", f"{estimate['jct_s']:.1f}", f"{estimate['cost_usd']:.4f}"
+        rows.append(
+            ("plan's estimate (mean)", f"{estimate['jct_s']:.1f}", f"{estimate['cost_usd']:.4f}")
         )
     if cluster["deadline_s"] is not None:
-        totals.add_row("deadline", f"{cluster['deadline_s']:.1f}", "")
+        rows.append(("deadline", f"{cluster['deadline_s']:.1f}", ""))
+    return rows
+
+
+def cluster_notes(cluster: dict[str, Any]) -> list[str]:
     launched = len(cluster["instances"])
-    speed_note = (
-        "trial speed: the run's trials over the profile's time when the stage was re-planned; "
-        "est. s left: the re-planned estimate from the barrier to the end (mean)\n"
-        if replanned
-        else ""
-    )
-    note = speed_note + (
+    notes = [
         f"{launched} instance{'s' if launched != 1 else ''} of {cluster['instance']}; "
         "instances are emulated on this machine (worker processes, one per GPU, billed at the "
         "instance type's price), so times are this machine's, not the instance type's"
-    )
-    return Group(stages, totals, note)
+    ]
+    if cluster.get("replan"):
+        notes.insert(
+            0,
+            "trial speed: the run's trials over the profile's time when the stage was "
+            "re-planned; est. s left: the re-planned estimate from the barrier to the end (mean)",
+        )
+    return notes
+
+
+def cluster_tables(cluster: dict[str, Any]) -> Group:
+    """The run's stages on the plan's cluster, and its time and bill against the estimate."""
+    stages = Table(title=cluster_title(cluster), title_justify="left")
+    for column in cluster_stage_columns(cluster):
+        stages.add_column(column, justify="right")
+    for cells in cluster_stage_rows(cluster):
+        stages.add_row(*cells)
+    totals = Table(show_header=True, box=None, pad_edge=False)
+    for i, column in enumerate(CLUSTER_TOTAL_COLUMNS):
+        totals.add_column(column, justify="right" if i else "left")
+    for cells in cluster_total_rows(cluster):
+        totals.add_row(*cells)
+    return Group(stages, totals, "\n".join(cluster_notes(cluster)))

@@ -305,6 +305,14 @@ def test_a_replanned_run_follows_the_trial_times_it_sees(planned):
     assert cluster["replan"] is True
     assert [(s["planned_instances"], s["instances"]) for s in cluster["stages"]][2] == (2, 1)
     assert cluster["stages"][2]["speed"] == pytest.approx(stages[2].speed)
+    # The HTML report shows the cluster as the console does.
+    out = planned / "report.html"
+    store_url = f"sqlite:///{planned / 'basht.db'}"
+    html = _basht("report", run.id, "--html", "--out", str(out), "--store", store_url, cwd=planned)
+    assert html.returncode == 0, html.stderr
+    page = out.read_text()
+    assert "Elastic cluster: the plan&#x27;s stages as run, re-planned at each barrier" in page
+    assert "<th>trial speed</th>" in page and "plan&#x27;s estimate (mean)" in page
     # --replan without a plan is one line naming it.
     alone = _basht("run", "exp.yaml", "--replan", "-q", cwd=planned)
     assert alone.returncode == 2 and "--replan needs a plan" in alone.stderr

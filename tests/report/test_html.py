@@ -127,3 +127,16 @@ def test_a_single_run_report(real):
     page = _report(real, run_id, "--store", real.store.url)
     assert page.name == "report.html" and run_id in page.read_text()
     assert len(IMG.findall(page.read_text())) == 4
+
+
+def test_the_ray_nodes_a_run_is_billed_for_are_in_its_report():
+    from basht.report.html import _cluster_sections
+
+    nodes = [
+        {"node": "head", "attempt": 1, "cpus": 2.0, "gpus": 0.0, "lifetime_s": 12.5,
+         "billed_usd": 0.0042},
+    ]  # fmt: skip
+    (title, table) = _cluster_sections({"ray_nodes": nodes})
+    assert title == "<h2>Ray nodes billed (OC)</h2>"
+    assert "<td>head</td>" in table and '<td class="num">12.5</td>' in table
+    assert _cluster_sections({}) == []
