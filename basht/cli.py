@@ -50,6 +50,14 @@ def run(
             "left and the trial times seen.",
         ),
     ] = False,
+    plots: Annotated[
+        bool,
+        typer.Option(
+            "--plots/--no-plots",
+            envvar="BASHT_PLOTS",
+            help="Write the run's plots beside results.json (with matplotlib).",
+        ),
+    ] = True,
 ) -> None:
     """Run the whole benchmark lifecycle for FILE and print the results."""
     from basht.bench import run_benchmark
@@ -78,7 +86,8 @@ def run(
     except RunInterrupted as err:
         _interrupted(err)
     print_result(result.summary, console)
-    _write_plots(experiment.store, result.run_id)
+    if plots:
+        _write_plots(experiment.store, result.run_id)
     if result.status != "completed":
         raise typer.Exit(1)
 
@@ -305,6 +314,13 @@ def plan(
     ] = None,
     runs: Annotated[int, typer.Option(min=1, help="Simulated runs per plan.")] = 200,
     seed: Annotated[int, typer.Option(min=0, help="Seeds the simulated stragglers.")] = 0,
+    preprovision: Annotated[
+        str,
+        typer.Option(
+            help="Request a stage's new instances before its barrier: off, on, or auto "
+            "(plan both ways, keep the cheaper)."
+        ),
+    ] = "off",
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write it here.")] = None,
 ) -> None:
     """RubberBand: the cheapest cloud allocation plan that meets DEADLINE (greedy, simulated)."""
@@ -335,6 +351,7 @@ def plan(
         max_instances=max_instances,
         runs=runs,
         seed=seed,
+        preprovision=preprovision,
     )
     console.print(plan_tables(result, job, measured))
     console.print(plan_summary(result), soft_wrap=True)

@@ -297,6 +297,7 @@ class PlanEstimateSpec(_PlanPart):
     jct_p95_s: float
     cost_usd: float
     cost_p95_usd: float
+    stage_end_s: list[float] = []  # each stage's barrier, on average
 
 
 _Seconds = Annotated[float, Field(ge=0, lt=1e9, allow_inf_nan=False)]
@@ -330,14 +331,24 @@ class PlanSpec(_PlanPart):
     # Plan the remaining stages again at each barrier, from the time left and the trial times
     # seen so far (RubberBand's answer to a run that is slower or faster than its profile).
     replan: bool = False
+    # Request each stage's new instances ahead of its barrier (`basht plan --preprovision`).
+    preprovision: bool = False
 
     @model_validator(mode="after")
     def _can_replan(self) -> PlanSpec:
-        if self.replan:
-            missing = [k for k in ("deadline_s", "profile") if getattr(self, k) is None]
-            if missing:
+        needs = {"replan": ("deadline_s", "profile"), "preprovision": ("estimate", "profile")}
+        for option, keys in needs.items():
+            missing = [k for k in keys if getattr(self, k) is None]
+            estimate = self.estimate
+            if (
+                option == "preprovision"
+                and estimate
+                and len(estimate.stage_end_s) != len(self.plan)
+            ):
+                missing.append("estimate.stage_end_s")  # a plan from before Basht kept them
+            if getattr(self, option) and missing:
                 raise _at(
-                    "replan",
+                    option,
                     f"needs the plan's {' and '.join(missing)} (write the plan with "
                     "basht plan --json)",
                 )

@@ -17,8 +17,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def cli_env(**extra: str) -> dict[str, str]:
-    """This environment, with Basht importable from the checkout and wide tables (no wrapping)."""
-    return {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", **extra}
+    """This environment, with Basht importable from the checkout, wide tables (no wrapping) and
+    no plots after `basht run` (the tests that look at plots ask for them)."""
+    return {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "COLUMNS": "200",
+        "BASHT_PLOTS": "0",
+        **extra,
+    }
 
 
 def basht(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -26,7 +27,7 @@ _env = cli_env
 def test_basht_run_writes_store_and_results(spec, write_spec, tmp_path):
     spec["workload"]["params"] = {"epoch_s": 0.01}
     spec["search"].update(max_budget=2, max_trials=4)
-    proc = _basht("run", str(write_spec(spec)), cwd=tmp_path)
+    proc = _basht("run", str(write_spec(spec)), cwd=tmp_path, env=cli_env(BASHT_PLOTS="1"))
     assert proc.returncode == 0, proc.stderr
     assert "best validation accuracy" in proc.stdout and "JCT" in proc.stdout
 
@@ -48,6 +49,9 @@ def test_basht_run_writes_store_and_results(spec, write_spec, tmp_path):
 
     results = json.loads((tmp_path / "results" / run.id / "results.json").read_text())
     assert results["run_id"] == run.id and results["status"] == "completed"
+    if importlib.util.find_spec("matplotlib") is not None:  # the plots, beside results.json
+        assert "plots: best_so_far.png" in proc.stdout
+        assert (tmp_path / "results" / run.id / "timeline.png").stat().st_size > 0
     assert results["best"]["value"] == run.best_value
     assert len(results["trials"]) == 4 and results["metrics"]["JCT"]["unit"] == "ms"
     # Table 1's dataset, its size, model and training algorithm, as the workload describes them.

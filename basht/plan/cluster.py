@@ -20,7 +20,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from basht.energy.pricing import BillingRule, Price, job_cost_usd
 from basht.errors import BashtError
@@ -147,23 +147,48 @@ class Cluster:
         self.data_usd_per_instance = data_usd_per_instance  # moving the data onto a new one
         self.live: list[Instance] = []
         self.starting: list[Instance] = []  # launched without waiting, not ready yet
+        self.reserved: list[Instance] = []  # pre-provisioned for the next stage
         self.history: list[Instance] = []
 
     def scale_to(self, count: int, stage: int, wait: bool = True) -> None:
         """Release the newest instances beyond `count` (those still starting first), or launch
         more: wait until they are ready, or, with `wait` off and a provider that can `begin`,
-        let them start while trials run on the live ones (`check_starting` brings them in)."""
+        let them start while trials run on the live ones (`check_starting` brings them in).
+        Instances reserved for this stage count as starting from here on."""
+        self.starting.extend(self.reserved)
+        self.reserved.clear()
         while len(self.live) + len(self.starting) > count:
             self._release(self.starting.pop() if self.starting else self.live.pop())
         have = len(self.live) + len(self.starting)
         if have >= count:
             return
+        begin = None if wait else getattr(self.provider, "begin", None)
+        new = self._launch(count - have, stage, begin)
+        if callable(begin):
+            self.starting.extend(new)
+            return
+        for instance in new:
+            instance.ready_at = self.clock()
+            self._tell(instance, "ready")
+        self.live.extend(new)
+
+    def reserve(self, count: int, stage: int) -> bool:
+        """Pre-provision: start `count` instances for `stage` now, held out of the running stage
+        until its barrier (`scale_to` takes them in). False if the provider cannot start
+        instances without waiting; then they are launched at the barrier as usual."""
+        begin = getattr(self.provider, "begin", None)
+        if count < 1 or not callable(begin):
+            return False
+        self.reserved.extend(self._launch(count, stage, begin))
+        return True
+
+    def _launch(self, count: int, stage: int, begin: Callable[[int], Any] | None) -> list[Instance]:
+        """Request `count` instances: launched and waited for, or begun (told "starting")."""
         launched_at = self.clock()
-        new = [Instance(len(self.history) + i, stage, (), launched_at) for i in range(count - have)]
+        new = [Instance(len(self.history) + i, stage, (), launched_at) for i in range(count)]
         self.history.extend(new)
         for instance in new:
             self._tell(instance, "launched")
-        begin = None if wait else getattr(self.provider, "begin", None)
         try:
             started = begin(len(new)) if callable(begin) else self.provider.launch(len(new))
         except BaseException:
@@ -171,15 +196,9 @@ class Cluster:
             raise
         for instance, workers in zip(new, started, strict=True):
             instance.workers = workers
-        if callable(begin):
-            for instance in new:
+            if callable(begin):
                 self._tell(instance, "starting")  # its workers are known now
-            self.starting.extend(new)
-            return
-        for instance in new:
-            instance.ready_at = self.clock()
-            self._tell(instance, "ready")
-        self.live.extend(new)
+        return new
 
     def check_starting(self) -> None:
         """Bring in the starting instances that are ready now, without waiting for the rest."""
@@ -206,6 +225,8 @@ class Cluster:
             self._tell(instance, "released")
 
     def release_all(self) -> None:
+        while self.reserved:
+            self._release(self.reserved.pop())
         while self.starting:
             self._release(self.starting.pop())
         while self.live:

@@ -5,7 +5,9 @@ it trains to (the stage's rung); when the first trial of the next stage comes, e
 this one has ended (the barrier), and the cluster manager scales to the plan's count for the next
 stage (`cluster.Cluster`). With `replan` on, the remaining stages are planned again first, from
 the time left before the deadline and how long this run's trials took against the profile
-(`planner.replan`): a run slower than its profile gets more instances, a faster one fewer. New instances start while the stage's first trials run on those that
+(`planner.replan`): a run slower than its profile gets more instances, a faster one fewer.
+With `preprovision` on, a stage's new instances are requested during the stage before, when it
+is expected to end less the mean start-up, and held out of it until the barrier. New instances start while the stage's first trials run on those that
 are up, as the simulator assumes; each takes trials once it is ready. The placement controller gives each trial the stage's GPUs per trial
 on one instance, packing trials onto the fewest instances (the fullest one with room first), so
 that whole instances are free to release.
@@ -65,6 +67,13 @@ class PlanExecutor:
         self.provider = LocalProvider(self.local, spec.price.gpus)
         self.provider.check(self.plan)
         self.profile = plan_profile(spec) if spec.replan else None
+        self.preprovision = spec.preprovision
+        self._mean_startup_s = (
+            sum(spec.profile.startup_s) / len(spec.profile.startup_s) if spec.profile else 0.0
+        )
+        ends = list(spec.estimate.stage_end_s) if spec.estimate else []
+        self._expected_s = [b - a for a, b in zip([0.0, *ends], ends, strict=False)]
+        self._reserve_at: float | None = None  # when to pre-provision the next stage's instances
         self.replans: list[Replan] = []
         self._started: dict[int, tuple[float, int, int]] = {}  # trial -> (when, stage, GPUs)
         self._trial_times: list[tuple[int, int, float]] = []  # (stage, GPUs, seconds) that ended
@@ -152,6 +161,8 @@ class PlanExecutor:
         self.cluster.scale_to(self.plan[stage], stage, wait=self.stage is None)
         self.stage = stage
         self.layout = stage_layout(self.job.stages[stage], self.plan[stage], self.provider.gpus)
+        self.cluster.check_starting()  # instances pre-provisioned for it and ready take trials now
+        self._reserve_at = self._when_to_reserve(stage, started, replanned)
         if self.store is not None and self.run_id is not None:
             self.store.add_stage(
                 self.run_id,
@@ -194,10 +205,41 @@ class PlanExecutor:
         used = sum(1 for _, held in self._placed.values() if held is instance)
         return self._per_instance() - used
 
+    # -- pre-provisioning -------------------------------------------------------------------
+
+    def _when_to_reserve(
+        self, stage: int, started: float, replanned: Replan | None
+    ) -> float | None:
+        """When to request the next stage's new instances: when this stage should end (the
+        plan's estimate, or the re-plan's) less the mean start-up; None if none are new."""
+        if not self.preprovision or stage + 1 >= len(self.plan):
+            return None
+        if self.plan[stage + 1] <= self.plan[stage]:
+            return None
+        if replanned is not None:
+            expected = replanned.estimate.stage_end_s[0]
+        elif stage < len(self._expected_s):
+            expected = self._expected_s[stage]
+        else:
+            return None
+        return started + max(0.0, expected - self._mean_startup_s)
+
+    def _maybe_reserve(self) -> None:
+        if self._reserve_at is None or self.clock() < self._reserve_at or self.stage is None:
+            return
+        self._reserve_at = None
+        cluster, ahead = self.cluster, self.stage + 1
+        count = self.plan[ahead] - len(cluster.live) - len(cluster.starting) - len(cluster.reserved)
+        if cluster.reserve(count, ahead):
+            log.info(
+                "stage %d: %d instance(s) pre-provisioned for stage %d", self.stage, count, ahead
+            )
+
     @property
     def idle_workers(self) -> int:
         """Trials that can start now: free places of this stage's layout, on the instances that
         are up (the starting ones join as they become ready)."""
+        self._maybe_reserve()
         if self.cluster.starting:
             self.cluster.check_starting()
         return sum(self._free(instance) for instance in self.cluster.live)
@@ -239,7 +281,7 @@ class PlanExecutor:
         assert self.profile is not None and self.spec.deadline_s is not None
         now = self.clock()
         started = self._job_started if self._job_started is not None else now
-        live = [*self.cluster.live, *self.cluster.starting]
+        live = [*self.cluster.live, *self.cluster.starting, *self.cluster.reserved]
         speed = observed_speed(self.profile, self._trial_times, self.job) or speed
         cap = min(
             self.spec.max_instances or default_max_instances(self.job, self.profile),
@@ -257,6 +299,7 @@ class PlanExecutor:
             max_instances=cap,
             runs=self.spec.runs,
             seed=self.spec.seed,
+            preprovision=self.preprovision,
         )
         before = " ".join(map(str, self.plan[stage:]))
         self.plan[stage:] = result.plan
@@ -283,8 +326,12 @@ class PlanExecutor:
         if self._pending:
             events, self._pending = self._pending, []
             return events
+        self._maybe_reserve()
         if self.cluster.starting:  # look again soon: an instance that is ready takes trials
             timeout_s = STARTING_POLL_S if timeout_s is None else min(timeout_s, STARTING_POLL_S)
+        if self._reserve_at is not None:  # wake up in time to pre-provision
+            until = max(0.0, self._reserve_at - self.clock())
+            timeout_s = until if timeout_s is None else min(timeout_s, until)
         events = self.local.poll(timeout_s)
         for event in events:
             self._forget(event)

@@ -25,6 +25,9 @@ from basht.plan.simulator import Estimate, Layout, Plan, Simulator
 
 #: Which statistic of the simulated completion times must meet the deadline.
 CONFIDENCE = ("mean", "p95")
+#: Whether a plan requests a stage's new instances ahead of its barrier: never, always, or
+#: where that makes the plan cheaper (the planner plans both ways and keeps the cheaper).
+PREPROVISION = ("off", "on", "auto")
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,7 @@ class PlanResult:
     max_instances: int | None = None  # the most instances it could use
     runs: int = 200  # simulated runs per plan
     seed: int = 0  # of the simulated stragglers
+    preprovision: bool = False  # new instances are requested ahead of their stage's barrier
 
     @property
     def saving(self) -> float:
@@ -119,17 +123,23 @@ def plan_job(
     max_instances: int | None = None,
     runs: int = 200,
     seed: int = 0,
+    preprovision: str = "off",
 ) -> PlanResult:
-    """The cheapest plan the greedy finds whose completion time (mean or p95) meets the deadline."""
+    """The cheapest plan the greedy finds whose completion time (mean or p95) meets the deadline;
+    with `preprovision` "auto", planned with and without pre-provisioning, the cheaper kept."""
     if confidence not in CONFIDENCE:
         raise BashtError(f"confidence {confidence!r}: expected one of {', '.join(CONFIDENCE)}")
+    if preprovision not in PREPROVISION:
+        raise BashtError(
+            f"preprovision {preprovision!r}: expected one of {', '.join(PREPROVISION)}"
+        )
     if not deadline_s > 0:
         raise BashtError(f"deadline: expected a time > 0, got {deadline_s!r} s")
     cap = max_instances or default_max_instances(job, profile)
     if cap < 1:
         raise BashtError(f"max_instances: expected 1 or more, got {cap}")
     sim = Simulator(job, profile, runs=runs, seed=seed, max_instances=cap)
-    static = best_static(sim, deadline_s, confidence)
+    static = best_static(sim, deadline_s, confidence)  # never scales: pre-provisions nothing
     if static is None:
         fastest = _jct(sim((cap,) * len(job.stages)), confidence)
         raise BashtError(
@@ -137,19 +147,26 @@ def plan_job(
             f"{deadline_s:g} s: the largest static cluster takes {fastest:.0f} s ({confidence});"
             " give a later deadline or more instances"
         )
-    plan = greedy(sim, static, deadline_s, confidence)
+    ways = {"off": (False,), "on": (True,), "auto": (False, True)}[preprovision]
+    planned = []
+    for ahead in ways:
+        way = Simulator(job, profile, runs=runs, seed=seed, max_instances=cap, preprovision=ahead)
+        plan = greedy(way, static, deadline_s, confidence)
+        planned.append((way(plan).cost_usd, ahead, plan, way))
+    _, ahead, plan, way = min(planned, key=lambda p: p[0])  # a tie keeps it off
     return PlanResult(
         plan=plan,
-        estimate=sim(plan),
+        estimate=way(plan),
         layouts=tuple(sim.layout(s, m) for s, m in zip(sim.stages, plan, strict=True)),
         static=static,
         static_estimate=sim(static),
         deadline_s=deadline_s,
         confidence=confidence,
-        simulations=sim.calls,
+        simulations=sim.calls + sum(p[3].calls for p in planned),
         max_instances=cap,
         runs=runs,
         seed=seed,
+        preprovision=ahead,
     )
 
 
@@ -194,6 +211,7 @@ def replan(
     max_instances: int | None = None,
     runs: int = 200,
     seed: int = 0,
+    preprovision: bool = False,
 ) -> Replan:
     """The cheapest plan for the stages from `stage` on that meets what is left of the deadline,
     with the profile's trials `speed` times as long and the instances aged `live_s` (oldest
@@ -209,6 +227,7 @@ def replan(
         max_instances=cap,
         from_stage=stage,
         live_s=tuple(live_s),
+        preprovision=preprovision,
     )
     deadline = left_s
     start = best_static(sim, deadline, confidence)

@@ -10,7 +10,11 @@ for, the more a straggler costs.
 
 At a barrier the cluster follows the plan: instances beyond the next stage's count are released
 (billed up to the barrier), and new ones are requested then and become ready after a start-up
-time drawn from the profile; trials on instances that were already up start at once. The job
+time drawn from the profile; trials on instances that were already up start at once. With
+pre-provisioning, the new instances of a stage are requested before its barrier instead: when the
+stage before is expected to end (its mean time) less the mean start-up, or at the barrier if it
+comes first. They are billed from then, wait for the barrier if they are early, and hide their
+start-up if they are not. The job
 starts by requesting its first stage's instances, and ends when the last stage does. Every
 instance is billed for its whole life by the provider's rule (e.g. per second, 60 s minimum),
 plus the profile's data movement for each instance launched.
@@ -69,7 +73,8 @@ class Simulator:
     A job under way is simulated from a barrier: `from_stage` is the next stage (plans then
     give the instances of the stages from there on) and `live_s` the ages of the instances
     up at the barrier, oldest first. They are billed from their launch, as the run bills them;
-    time is counted from the barrier.
+    time is counted from the barrier. `preprovision` requests each stage's new instances ahead
+    of its barrier (module docstring).
     """
 
     def __init__(
@@ -82,6 +87,7 @@ class Simulator:
         max_instances: int,
         from_stage: int = 0,
         live_s: tuple[float, ...] = (),
+        preprovision: bool = False,
     ):
         if runs < 1:
             raise BashtError(f"runs: expected 1 or more, got {runs}")
@@ -91,6 +97,8 @@ class Simulator:
         self.stages = job.stages[from_stage:]
         self.max_instances = max_instances
         self.live_s = tuple(float(age) for age in live_s)
+        self.preprovision = preprovision
+        self._mean_startup_s = float(np.mean(profile.startup_s))
         train, start = np.random.default_rng([seed, 0]), np.random.default_rng([seed, 1])
         self._u_train = [train.random((runs, stage.trials)) for stage in self.stages]
         # Instance j's start-up draws come first for j, so they do not depend on max_instances.
@@ -135,6 +143,7 @@ class Simulator:
         ready = np.zeros((runs, len(self.live_s)))
         billed = np.zeros(runs)
         barrier = np.zeros(runs)
+        began = np.zeros(runs)  # when the stage before the barrier began
         ends = []
         for i, (stage, instances) in enumerate(zip(self.stages, plan, strict=True)):
             have = launched.shape[1]
@@ -144,8 +153,13 @@ class Simulator:
             elif instances > have:
                 billed += (instances - have) * self.profile.data_usd_per_instance
                 start = self.profile.startup_quantile(self._u_start[:, i, have:instances])
-                launched = np.hstack([launched, np.repeat(barrier[:, None], instances - have, 1)])
-                ready = np.hstack([ready, barrier[:, None] + start])
+                asked = barrier
+                if self.preprovision and i > 0:  # when the stage before should end, less a start-up
+                    expected = ends[-1] - (ends[-2] if i > 1 else 0.0)
+                    asked = np.minimum(began + max(0.0, expected - self._mean_startup_s), barrier)
+                launched = np.hstack([launched, np.repeat(asked[:, None], instances - have, 1)])
+                ready = np.hstack([ready, asked[:, None] + start])
+            began = barrier
             barrier = self._stage_end(stage, i, np.maximum(ready, barrier[:, None]))
             ends.append(float(barrier.mean()))
         billed += self._bill(barrier[:, None] - launched)

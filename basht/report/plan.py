@@ -79,11 +79,16 @@ def job_note(job: ShaJob, pruner: str) -> str | None:
 
 def plan_summary(result: PlanResult) -> str:
     plans = f"{result.simulations} plan{'s' if result.simulations != 1 else ''} simulated"
+    ahead = (
+        "; new instances are pre-provisioned (requested before their stage's barrier)"
+        if result.preprovision and result.plan != result.static
+        else ""
+    )
     if result.plan == result.static:
         return f"the best static cluster is the cheapest plan found; {plans}"
     return (
         f"the plan costs {1 - 1 / result.saving:.0%} less than the best static cluster "
-        f"(that one costs {result.saving:.2f}x as much); {plans}"
+        f"(that one costs {result.saving:.2f}x as much){ahead}; {plans}"
     )
 
 
@@ -123,6 +128,7 @@ def plan_json(result: PlanResult, job: ShaJob, profile: Profile) -> dict[str, An
         "max_instances": result.max_instances,
         "runs": result.runs,
         "seed": result.seed,
+        "preprovision": result.preprovision,
     }
 
 

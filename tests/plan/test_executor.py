@@ -318,6 +318,36 @@ def test_a_replanned_run_follows_the_trial_times_it_sees(planned):
     assert alone.returncode == 2 and "--replan needs a plan" in alone.stderr
 
 
+def test_a_pre_provisioned_instance_is_asked_for_before_its_stages_barrier(planned):
+    """Stage 2 of the plan (3, 1, 2) needs a second instance: with pre-provisioning it is asked
+    for during stage 1, when the plan expects stage 1 to end less the mean start-up (about
+    0.2 s in, of a stage of 2 waves of 0.6 s trials), and takes no trial of stage 1."""
+    plan = json.loads((planned / "plan.json").read_text())
+    (planned / "plan.json").write_text(json.dumps(plan | {"preprovision": True}))
+    slow = EXPERIMENT | {
+        "workload": {"name": "sleep", "params": {"epoch_s": 0.3}},
+        "store": f"sqlite:///{planned / 'basht.db'}",
+    }
+    _write(planned, slow)
+    proc = _basht("run", "exp.yaml", "--plan", "plan.json", "-q", cwd=planned)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    store = Store(f"sqlite:///{planned / 'basht.db'}", create=False)
+    (run,) = store.list_runs()
+    stages = store.stages(run.id)
+    assert [(s.stage, s.instances) for s in stages] == [(0, 3), (1, 1), (2, 2)]
+    instances = store.instances(run.id)
+    assert [(i.number, i.stage) for i in instances] == [(0, 0), (1, 0), (2, 0), (3, 2)]
+    ahead = instances[3]
+    assert stages[1].started_at < ahead.launched_at < stages[2].started_at
+    # It ran no trial of stage 1: those are on instance 0, the only one the stage had.
+    trials = {t.id: t for t in store.trials(run.id)}
+    stage_1 = [t for t in trials.values() if t.budget == 3]
+    assert stage_1 and all(t.worker in instances[0].workers for t in stage_1)
+    summary = json.loads((planned / run.results_dir / "results.json").read_text())
+    billed = {i["instance"]: i for i in summary["cluster"]["instances"]}
+    assert billed[3]["lifetime_s"] >= stages[2].ended_at - stages[2].started_at
+
+
 def test_an_interrupted_plan_run_resumes_with_the_stage_it_was_in(planned):
     """Ctrl-C in the last stage, then `basht resume`: the new attempt launches the last stage's
     instances (not the first stage's), finishes the job, and both attempts' instances are billed.

@@ -15,7 +15,7 @@ from basht.errors import BashtError
 from basht.plan import ShaJob, Simulator, load_profile, plan_job
 from basht.plan.planner import best_static, brute_force, greedy
 from basht.plan.profile import parse_duration, profile_from_dict
-from tests.cli import basht
+from tests.cli import basht, cli_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -205,6 +205,7 @@ def test_a_profile_from_a_stored_run_holds_every_epoch_it_trained(tmp_path):
     run = subprocess.run(
         [sys.executable, "-m", "basht.cli", "run", "-q", str(path), "--results", str(tmp_path)],
         cwd=tmp_path,
+        env=cli_env(),
         capture_output=True,
         text=True,
         timeout=300,

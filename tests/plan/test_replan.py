@@ -135,3 +135,57 @@ def test_replan_needs_a_plan():
     )
     with pytest.raises(ExperimentError, match="--replan needs a plan"):
         with_plan(experiment, replan=True)
+
+
+# -- pre-provisioning ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("preprovision", "jct_s", "billed_s"),
+    [
+        # 9 trials on one instance (2 slots): 5 waves of 10 s after the 5 s start-up, so the
+        # barrier is at 55 s. Stage 1's 3 trials (2 epochs x 10 s, 1 GPU each) need 2 instances.
+        # Asked for at the barrier, the second is ready at 60: the third trial ends at 80. It is
+        # billed 25 s, the first 80 s.
+        (False, 80, 80 + 25),
+        # Pre-provisioned when stage 0 should end (55 s) less the mean start-up (5 s): asked for
+        # at 50, ready at the barrier, every trial ends at 75; billed from 50 (25 s) as well.
+        (True, 75, 75 + 25),
+    ],
+)
+def test_pre_provisioning_asks_for_instances_before_the_barrier(preprovision, jct_s, billed_s):
+    sim = Simulator(
+        ShaJob(9, 1, 3, 3),
+        profile_from_dict(FLAT),
+        runs=3,
+        max_instances=2,
+        preprovision=preprovision,
+    )
+    estimate = sim((1, 2))
+    assert estimate.jct_s == pytest.approx(jct_s)
+    assert estimate.cost_usd == pytest.approx(billed_s * 0.001)
+
+
+def test_the_planner_can_choose_to_pre_provision():
+    job = ShaJob(81, 1, 81, 3)
+    profile = load_profile(ROOT / "examples/plan/p3-profile.yaml")
+    ways = {
+        way: plan_job(job, profile, 90 * 60, max_instances=3, preprovision=way)
+        for way in ("off", "on", "auto")
+    }
+    assert not ways["off"].preprovision and ways["on"].preprovision
+    auto = ways["auto"]
+    assert auto.estimate.cost_usd <= min(ways[w].estimate.cost_usd for w in ("off", "on"))
+    assert auto.estimate.jct_p95_s <= 90 * 60
+    written = plan_json(auto, job, profile)
+    assert written["preprovision"] == auto.preprovision
+    spec = PlanSpec.model_validate(json.loads(json.dumps(written)) | {"preprovision": True})
+    assert spec.estimate.stage_end_s == pytest.approx(list(auto.estimate.stage_end_s))
+    older = {
+        **written,
+        "estimate": {k: v for k, v in written["estimate"].items() if k != "stage_end_s"},
+    }
+    with pytest.raises(Exception, match="needs the plan's estimate.stage_end_s"):
+        PlanSpec.model_validate(older | {"preprovision": True})
+    with pytest.raises(Exception, match="preprovision 'maybe'"):
+        plan_job(job, profile, 90 * 60, preprovision="maybe")
