@@ -380,6 +380,14 @@ def profile_cmd(
     ] = "1,2",
     epochs: Annotated[int, typer.Option(min=1, help="Epochs timed at each GPU count.")] = 5,
     startups: Annotated[int, typer.Option(min=1, help="Instance launches timed.")] = 2,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full",
+            help="Time each GPU count with the instance full (as many trials at once as it "
+            "holds), as a stage runs them, not one trial alone.",
+        ),
+    ] = False,
     scaling: Annotated[
         float | None,
         typer.Option(help="b in t(k) = t(1)·k^-b, when only one GPU count is timed."),
@@ -402,7 +410,7 @@ def profile_cmd(
     if not counts:
         raise BashtError("--gpus: give at least one GPU count")
     price = parse_instance(instance)
-    measured = measure(experiment, counts, price.gpus, epochs=epochs, startups=startups)
+    measured = measure(experiment, counts, price.gpus, epochs=epochs, startups=startups, full=full)
     data = profile_dict(experiment, instance, measured, scaling)
     table = Table(
         title=f"profile of {experiment.name} for {price.describe()}", title_justify="left"

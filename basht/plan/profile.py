@@ -83,7 +83,9 @@ class Profile:
 
     @property
     def exponent(self) -> float:
-        """b of t(k) = t(1)·k^-b: given, or fitted to the profiled means (least squares in logs)."""
+        """b of t(k) = t(1)·k^-b: given, or fitted to the profiled means (least squares in logs).
+        A fit below 0 (more GPUs measured slower, as when they share a machine's cores) counts
+        as 0: a count beyond those profiled is taken to be no faster, not slower still."""
         if self.scaling is not None:
             return self.scaling
         counts = sorted(self.epoch_s)
@@ -91,7 +93,7 @@ class Profile:
             return 1.0  # never used: every count a trial can get was profiled
         x = np.log(counts)
         y = np.log([np.mean(self.epoch_s[k]) for k in counts])
-        return float(-np.polyfit(x, y, 1)[0])
+        return max(0.0, float(-np.polyfit(x, y, 1)[0]))
 
     def epoch_quantile(self, gpus: int, u: np.ndarray) -> np.ndarray:
         """Seconds per epoch at `gpus` GPUs for uniform draws `u` (the empirical distribution):

@@ -39,6 +39,7 @@ class Measured:
     startup_s: tuple[float, ...]
     overhead_s: tuple[float, ...]
     config: dict[str, Any]
+    full: bool = False  # timed with the instance full (a trial per place), not one trial alone
 
 
 def measure(
@@ -48,11 +49,16 @@ def measure(
     *,
     epochs: int = 5,
     startups: int = 2,
+    full: bool = False,
 ) -> Measured:
     """One trial (the configuration in the middle of the file's space) trained `epochs` epochs at
     each GPU count in `gpus`, and `startups` launches of an instance of `instance_gpus` worker
     processes. The first epoch warms caches and allocators, so with more than one it is not a
-    sample; a trial's overhead is timed once the worker is warm."""
+    sample; a trial's overhead is timed once the worker is warm.
+
+    With `full`, each GPU count is timed with the instance full, as a stage runs its trials:
+    instance_gpus // count trials at once, each a sample, so that what they share (cores, memory
+    bandwidth, disk) slows them as it will in the run."""
     if epochs < 1 or startups < 1:
         raise BashtError("profile: give at least one epoch and one start-up")
     threads_per_gpu = experiment.resources.cpus_per_worker
@@ -73,26 +79,33 @@ def measure(
     local = LocalExecutor(0, threads_per_gpu)
     local.start()
     scratch = tempfile.TemporaryDirectory(prefix="basht-profile-")
-    checkpoint = Path(scratch.name) / "trial.ckpt"
+    folder = Path(scratch.name)
     try:
         local.setup(ref)
         startup = tuple(_launch_time(local, instance_gpus) for _ in range(startups))
-        # One worker, as a run reuses its workers: a first, untimed trial pays the imports and
-        # the data read that a run pays once per worker, not once per trial.
-        (worker,) = local.add_workers(1)
+        # As a run reuses its workers: a first, untimed trial in each pays the imports and the
+        # data read that a run pays once per worker, not once per trial.
+        most = instance_gpus // min(gpus) if full else 1
+        workers = local.add_workers(most)
         seed = experiment.seed
-        _train(local, TrialTask(0, dict(middle), ref, seed, target_budget=1), worker, 1, checkpoint)
+        ids = iter(range(1_000_000))
+        warm = [TrialTask(next(ids), dict(middle), ref, seed, target_budget=1) for _ in workers]
+        _train(local, list(zip(warm, workers, strict=True)), 1, folder)
         samples, overheads = {}, []
-        for trial_id, count in enumerate(sorted(set(gpus)), start=1):
+        for count in sorted(set(gpus)):
             threads = count * threads_per_gpu
-            task = TrialTask(trial_id, dict(middle), ref, seed, epochs, threads=threads)
-            overhead_s, times = _train(local, task, worker, epochs, checkpoint)
-            samples[count] = tuple(times[1:] if len(times) > 1 else times)
-            overheads.append(overhead_s)
+            together = workers[: instance_gpus // count if full else 1]
+            tasks = [
+                TrialTask(next(ids), dict(middle), ref, seed, epochs, threads=threads)
+                for _ in together
+            ]
+            timed = _train(local, list(zip(tasks, together, strict=True)), epochs, folder)
+            samples[count] = tuple(t for _, times in timed for t in (times[1:] or times))
+            overheads.extend(overhead for overhead, _ in timed)
     finally:
         local.shutdown()
         scratch.cleanup()
-    return Measured(samples, startup, tuple(overheads), dict(middle))
+    return Measured(samples, startup, tuple(overheads), dict(middle), full)
 
 
 def _launch_time(local: LocalExecutor, gpus: int) -> float:
@@ -106,30 +119,41 @@ def _launch_time(local: LocalExecutor, gpus: int) -> float:
 
 
 def _train(
-    local: LocalExecutor, task: TrialTask, worker: int, epochs: int, checkpoint: Path
-) -> tuple[float, list[float]]:
-    """A trial's overhead (its wall time from submission to its paused checkpoint, less its
-    epochs: loading, checkpointing, the hand-offs, what SHA's trials pay at each rung), and each
-    epoch's train + validate seconds (as a run's store keeps them)."""
+    local: LocalExecutor, tasks: Sequence[tuple[TrialTask, int]], epochs: int, folder: Path
+) -> list[tuple[float, list[float]]]:
+    """Trials run at once, each on its worker: for each, its overhead (its wall time from
+    submission to its paused checkpoint, less its epochs: loading, checkpointing, the hand-offs,
+    what SHA's trials pay at each rung), and each epoch's train + validate seconds (as a run's
+    store keeps them)."""
     start = time.perf_counter()
-    local.submit(task, worker=worker)
-    times: list[float] = []
+    times: dict[int, list[float]] = {task.trial_id: [] for task, _ in tasks}
+    ended: dict[int, float] = {}
+    for task, worker in tasks:
+        local.submit(task, worker=worker)
     deadline = time.monotonic() + TRIAL_TIMEOUT_S
-    while time.monotonic() < deadline:
+    while len(ended) < len(tasks) and time.monotonic() < deadline:
         for event in local.poll(1.0):
-            if event.trial_id != task.trial_id:
+            seen = times.get(event.trial_id)
+            if seen is None:
                 continue
             if event.kind == "failed":
                 raise BashtError(f"profile: the trial failed: {event.error}")
             if event.kind == "report":
-                times.append(event.train_s + event.validate_s)
+                seen.append(event.train_s + event.validate_s)
                 if event.epoch < epochs:
-                    local.command(task.trial_id, CONTINUE)
+                    local.command(event.trial_id, CONTINUE)
                 else:
-                    local.command(task.trial_id, PAUSE, str(checkpoint))
+                    local.command(event.trial_id, PAUSE, str(folder / f"{event.trial_id}.ckpt"))
             elif event.kind == "paused":
-                return max(0.0, time.perf_counter() - start - sum(times)), times
-    raise BashtError(f"profile: the trial did not finish {epochs} epochs in {TRIAL_TIMEOUT_S} s")
+                ended[event.trial_id] = time.perf_counter() - start
+    if len(ended) < len(tasks):
+        raise BashtError(
+            f"profile: the trial did not finish {epochs} epochs in {TRIAL_TIMEOUT_S} s"
+        )
+    return [
+        (max(0.0, ended[task.trial_id] - sum(times[task.trial_id])), times[task.trial_id])
+        for task, _ in tasks
+    ]
 
 
 def profile_dict(
@@ -148,7 +172,8 @@ def profile_dict(
         "overhead_s": [round(s, 6) for s in measured.overhead_s],
         **({"scaling": scaling} if scaling is not None else {}),
         "source": (
-            f"measured by basht profile on {host}, {when}: {experiment.workload.name}, one trial "
+            f"measured by basht profile on {host}, {when}: {experiment.workload.name}, "
+            f"{'a full instance of trials' if measured.full else 'one trial'} "
             f"of {experiment.name} ({measured.config}); a GPU emulated by "
             f"{experiment.resources.cpus_per_worker} core(s) of this machine, an instance by "
             "its worker processes"

@@ -113,6 +113,10 @@ def test_a_gpu_count_not_profiled_is_scaled_by_the_fitted_exponent():
     with pytest.raises(BashtError, match="profiled at 1 GPU only"):
         profile_from_dict({**_tail(), "epoch_s": {1: [60.0]}})
     assert profile_from_dict({**_tail(), "epoch_s": {1: [60.0]}, "scaling": 0.5}).exponent == 0.5
+    # More GPUs measured slower (they shared a machine's cores): beyond them, no faster, no slower.
+    slower = profile_from_dict({**_tail(), "epoch_s": {1: [10.0], 2: [20.0]}})
+    assert slower.exponent == 0.0
+    assert slower.epoch_quantile(4, np.array([0.5]))[0] == pytest.approx(20.0)
 
 
 @pytest.mark.parametrize("deadline_s", [1500, 2000, 2600])

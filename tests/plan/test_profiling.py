@@ -39,6 +39,15 @@ def test_basht_profile_times_each_gpu_count_and_the_start_up_and_plan_reads_it(t
     plan = basht("plan", str(file), "--profile", "p.yaml", "--deadline", "1h", cwd=tmp_path)
     assert plan.returncode == 0, plan.stderr
     assert "measured by basht profile" in " ".join(plan.stdout.split())
+    # --full: each count timed with the instance full, as a stage runs its trials: 4 trials at
+    # once at 1 GPU, 2 at 2 GPUs, every one's epochs (bar its first) and overhead samples.
+    args[args.index("--epochs") + 1] = "2"
+    full = basht("profile", str(file), *args, "--full", "--out", "f.yaml", cwd=tmp_path)
+    assert full.returncode == 0, full.stderr
+    packed = load_profile(tmp_path / "f.yaml")
+    assert {k: len(s) for k, s in packed.epoch_s.items()} == {1: 4, 2: 2}
+    assert len(packed.overhead_s) == 4 + 2
+    assert "a full instance of trials" in packed.source
 
 
 def test_gpu_counts_this_machine_or_the_instance_cannot_hold_are_one_line(tmp_path):
