@@ -214,8 +214,12 @@ def validate(file: Annotated[Path, typer.Argument(help="Experiment file (YAML or
         resources = f"{experiment.resources.workers} workers"
     else:  # the plan, not resources.workers, sets the cluster
         stages = " ".join(str(n) for n in experiment.plan.plan)
-        again = ", re-planned at each barrier" if experiment.plan.replan else ""
-        resources = f"plan {stages} (instances per stage{again})"
+        plan = experiment.plan
+        ways = [
+            ", re-planned at each barrier" * plan.replan,
+            ", pre-provisioned" * plan.preprovision,
+        ]
+        resources = f"plan {stages} (instances per stage{''.join(ways)})"
     console.print(
         f"{file}: ok — {experiment.name}: workload {experiment.workload.name}, "
         f"{len(experiment.search_space)} parameters, pS = {experiment.space_size}, "

@@ -327,9 +327,12 @@ def test_a_pre_provisioned_instance_is_asked_for_before_its_stages_barrier(plann
     slow = EXPERIMENT | {
         "workload": {"name": "sleep", "params": {"epoch_s": 0.3}},
         "store": f"sqlite:///{planned / 'basht.db'}",
+        "plan": "plan.json",  # the file names its plan
     }
     _write(planned, slow)
-    proc = _basht("run", "exp.yaml", "--plan", "plan.json", "-q", cwd=planned)
+    checked = _basht("validate", "exp.yaml", cwd=planned)
+    assert "plan 3 1 2 (instances per stage, pre-provisioned)" in checked.stdout
+    proc = _basht("run", "exp.yaml", "-q", cwd=planned)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     store = Store(f"sqlite:///{planned / 'basht.db'}", create=False)
     (run,) = store.list_runs()
