@@ -3,14 +3,16 @@
 Three parts, as in the paper. The scheduler knows which stage a trial belongs to from the budget
 it trains to (the stage's rung); when the first trial of the next stage comes, every trial of
 this one has ended (the barrier), and the cluster manager scales to the plan's count for the next
-stage (`cluster.Cluster`). With `replan` on, the remaining stages are planned again first, from
-the time left before the deadline and how long this run's trials took against the profile
-(`planner.replan`): a run slower than its profile gets more instances, a faster one fewer.
-With `preprovision` on, a stage's new instances are requested during the stage before, when it
-is expected to end less the mean start-up, and held out of it until the barrier. New instances start while the stage's first trials run on those that
-are up, as the simulator assumes; each takes trials once it is ready. The placement controller gives each trial the stage's GPUs per trial
-on one instance, packing trials onto the fewest instances (the fullest one with room first), so
-that whole instances are free to release.
+stage (`cluster.Cluster`). New instances start while the stage's first trials run on those that
+are up, as the simulator assumes; each takes trials once it is ready. The placement controller
+gives each trial the stage's GPUs per trial on one instance, packing trials onto the fewest
+instances (the fullest one with room first), so that whole instances are free to release.
+
+With `replan` on, the remaining stages are planned again at each barrier, from the time left
+before the deadline and how long this run's trials took against the profile (`planner.replan`):
+a run slower than its profile gets more instances, a faster one fewer. With `preprovision` on, a
+stage's new instances are requested during the stage before, when it is expected to end less the
+mean start-up, and held out of it until the barrier.
 
 The executor runs trials; it never sees the algorithm (SHA decides, the executor only follows
 the budgets it hands out). Every instance and stage is written to the store as it happens.
