@@ -19,12 +19,13 @@ class Counter:
         if config.get("kind") == self.fail_value:
             raise RuntimeError("this configuration always crashes")
         self.rate = float(config.get("x", 1.0))
+        self.memory_mb = resources.memory_mb
 
     def train(self, epochs: int) -> None:
         self.epoch += epochs
 
     def validate(self) -> dict[str, float]:
-        return {"accuracy": self.rate * self.epoch}
+        return {"accuracy": self.rate * self.epoch, "memory_mb": self.memory_mb}
 
     def test(self) -> dict[str, float]:
         return {"accuracy": self.rate * self.epoch}

@@ -12,11 +12,13 @@ from basht.errors import BashtError
 
 @dataclass(frozen=True)
 class WorkloadRef:
-    """Which workload to build, and how: `name` is built in or `package.module:attr`."""
+    """Which workload to build, and how: `name` is built in or `package.module:attr`, and the
+    memory each of its trials may use (`resources.memory_per_worker_mb`, `Resources.memory_mb`)."""
 
     name: str
     params: dict[str, Any] = field(default_factory=dict)
     experiment_seed: int = 0
+    memory_mb: int = 2048
 
 
 @dataclass(slots=True)  # not frozen: a frozen init costs 5x, and 1e5-trial simulations make many

@@ -119,6 +119,7 @@ class _Worker:
         devices = task.devices
         return Resources(
             cpus=task.threads or self.threads,
+            memory_mb=task.workload.memory_mb,
             seed=task.seed,
             accelerator="gpu" if devices else "cpu",
             device=devices[0] if devices else "cpu",

@@ -75,7 +75,9 @@ def measure(
             )
     space = experiment.search_space
     middle = space.from_units([0.5] * len(space))
-    ref = WorkloadRef(experiment.workload.name, dict(experiment.workload.params), experiment.seed)
+    spec = experiment.workload
+    memory_mb = experiment.resources.memory_per_worker_mb
+    ref = WorkloadRef(spec.name, dict(spec.params), experiment.seed, memory_mb=memory_mb)
     local = LocalExecutor(0, threads_per_gpu)
     local.start()
     scratch = tempfile.TemporaryDirectory(prefix="basht-profile-")

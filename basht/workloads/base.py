@@ -11,6 +11,9 @@ from typing import Any, Protocol, runtime_checkable
 class Resources:
     """What a trial may use, and the seed that makes it reproducible.
 
+    `memory_mb` is the memory a trial may use (`resources.memory_per_worker_mb`): Ray reserves
+    it, and a workload can size its buffers or batches by it; nothing enforces it.
+
     `seed` is the trial's own seed (model initialisation, shuffling, dropout); the data split is
     seeded by the experiment seed given to the workload's constructor, so every trial sees the same
     train/validation/test split.

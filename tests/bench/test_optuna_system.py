@@ -133,8 +133,11 @@ def test_a_grid_runs_every_configuration_once_and_a_trial_that_raises_fails_alon
         "kind": {"type": "choice", "values": ["ok", "boom"]},
         "x": {"type": "choice", "values": [0.5, 1.0]},
     }
+    spec["resources"] = {**spec.get("resources", {}), "memory_per_worker_mb": 1536}
     result = run_benchmark(Experiment.from_dict(spec), results_root=tmp_path / "results")
     trials = Store(spec["store"]).trials(result.run_id)
+    reports = Store(spec["store"]).reports(result.run_id)
+    assert reports and all(r.metrics["memory_mb"] == 1536 for r in reports)
     configs = sorted((t.config["kind"], t.config["x"]) for t in trials)
     assert configs == [("boom", 0.5), ("boom", 1.0), ("ok", 0.5), ("ok", 1.0)]
     assert result.status == "completed"

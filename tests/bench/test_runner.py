@@ -136,8 +136,12 @@ def test_a_trial_that_raises_is_failed_and_the_run_goes_on(spec, tmp_path):
         "x": {"type": "float", "low": 0.1, "high": 1.0},
     }
     spec["search"].update(max_trials=8, max_budget=2)
+    spec["resources"] = {**spec.get("resources", {}), "memory_per_worker_mb": 1536}
     result = run_benchmark(Experiment.from_dict(spec), results_root=tmp_path / "results")
     trials = Store(spec["store"]).trials(result.run_id)
+    # Each trial's workload was told the memory it may use.
+    reports = Store(spec["store"]).reports(result.run_id)
+    assert reports and all(r.metrics["memory_mb"] == 1536 for r in reports)
     failed = [t for t in trials if t.state == "failed"]
     completed = [t for t in trials if t.state == "completed"]
     assert len(trials) == 8 and failed and completed

@@ -18,13 +18,12 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from basht.bench.lifecycle import BestTrial, RunContext
+from basht.bench.lifecycle import BestTrial, RunContext, workload_ref
 from basht.bench.native import best_trial_from_store
 from basht.bench.systems.channel import answer
 from basht.bench.systems.optuna_worker import OptimizePlan, Shared, open_storage, worker_main
 from basht.bench.systems.peer import check_peer_experiment, require
 from basht.bench.systems.recorder import TrialRecorder
-from basht.engine.messages import WorkloadRef
 from basht.errors import BashtError
 from basht.store.repository import resolve_url
 from basht.tune import trial_seed
@@ -52,7 +51,7 @@ class OptunaSystem:
         check_peer_experiment(ctx, self.name)
         self.ctx = ctx
         exp = ctx.experiment
-        self.workload = WorkloadRef(exp.workload.name, dict(exp.workload.params), exp.seed)
+        self.workload = workload_ref(exp)
         self.study_name = f"basht-{ctx.run_id}"
         url = ctx.store.url
         if url.startswith("sqlite"):

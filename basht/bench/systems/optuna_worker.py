@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from basht.bench.lifecycle import workload_ref
 from basht.bench.systems.channel import TrialChannel
 from basht.bench.systems.messages import Completing, Ended, Loaded, Reported, Started
 from basht.bench.systems.trial import (
@@ -143,8 +144,7 @@ class _OptunaTrial:
         self.study, self.experiment, self.plan = study, experiment, plan
         self.channel, self.index, self.cpus, self.shared = channel, index, cpus, shared
         self.search = experiment.search
-        w = experiment.workload
-        self.ref = WorkloadRef(w.name, dict(w.params), experiment.seed)
+        self.ref = workload_ref(experiment)
         self.trial = study.ask()
         self.number: int = self.trial.number
         self.value: float | None = None

@@ -17,13 +17,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from basht.bench.lifecycle import BestTrial, RunContext
+from basht.bench.lifecycle import BestTrial, RunContext, workload_ref
 from basht.bench.native import best_trial_from_store, record_ray_nodes
 from basht.bench.systems.channel import EventServer
 from basht.bench.systems.peer import check_peer_experiment, require
 from basht.bench.systems.raytune_cluster import LocalRay
 from basht.bench.systems.recorder import TrialRecorder
-from basht.engine.messages import WorkloadRef
 from basht.engine.ray_nodes import NodeLedger
 from basht.errors import BashtError
 from basht.tune import trial_seed
@@ -41,7 +40,7 @@ class RayTuneSystem:
         check_peer_experiment(ctx, self.name)
         self.ctx = ctx
         exp = ctx.experiment
-        self.workload = WorkloadRef(exp.workload.name, dict(exp.workload.params), exp.seed)
+        self.workload = workload_ref(exp)
         self.cluster: LocalRay | None = None
         # The cluster's nodes, for OC: looked at when deployed, after the run and at undeploy.
         self.nodes = NodeLedger(on_change=record_ray_nodes(ctx.store, ctx.run_id, ctx.attempt))

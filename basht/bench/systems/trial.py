@@ -62,7 +62,8 @@ class EpochRunner:
         """Build the workload and its model; returns the seconds it took."""
         start = time.perf_counter()
         self.workload = build_workload(self.ref)
-        self.workload.load(self.config, Resources(cpus=self.cpus, seed=self.seed))
+        resources = Resources(cpus=self.cpus, memory_mb=self.ref.memory_mb, seed=self.seed)
+        self.workload.load(self.config, resources)
         return time.perf_counter() - start
 
     def epoch(self) -> tuple[dict[str, float], float, float]:
@@ -105,7 +106,7 @@ def test_best(
 
     limit_threads(cpus)
     workload = build_workload(ref)
-    workload.load(dict(config), Resources(cpus=cpus, seed=seed))
+    workload.load(dict(config), Resources(cpus=cpus, memory_mb=ref.memory_mb, seed=seed))
     if checkpoint:
         workload.load_state_dict(load_state(checkpoint))
     elif budget:
