@@ -1,16 +1,18 @@
-"""RubberBand planner, simulated: greedy elastic plans against static clusters and the optimum.
+"""RubberBand planner, simulated: elastic plans against static clusters and the optimum.
 
-For a synchronous successive-halving job and a deadline, `basht.plan` (RubberBand, EuroSys'21)
-searches per-stage instance counts greedily, starting from the cheapest static cluster that meets
-the deadline. This sweeps deadlines from tight to loose and reports, as the paper does:
+For a synchronous successive-halving job and a deadline, `basht.plan` searches per-stage
+instance counts: RubberBand's greedy (EuroSys'21), starting from the cheapest static cluster that
+meets the deadline, then moves of two stages at once (`pair_moves`). This sweeps deadlines from
+tight to loose and reports, as the paper does:
 
-  * static/greedy: the best static plan's expected cost over the greedy plan's (the paper's
+  * static/planner: the best static plan's expected cost over the planner's (the paper's
     headline: elastic plans up to 2x cheaper than static allocation);
-  * greedy/optimum: the greedy plan's cost over the cheapest plan of all, found by brute force
-    (max_instances ** stages plans), for the small job only; the large job's plan space is too
-    big and brute force is skipped there;
+  * greedy/optimum and planner/optimum: the greedy's plan and the planner's against the cheapest
+    plan of all, found by brute force (max_instances ** stages plans), for the small job only;
+    the large job's plan space is too big and brute force is skipped there (planner/greedy is
+    given instead);
   * the plans each search simulated, and its wall time;
-  * greedy/auto: the greedy plan's cost over the cheaper of it and the greedy plan made with
+  * planner/auto: the planner's cost over the cheaper of it and the plan made with
     pre-provisioning (each stage's new instances requested before its barrier, when the stage
     before should end less the mean start-up), as `basht plan --preprovision auto` chooses.
 
@@ -40,7 +42,14 @@ from rich.console import Console
 from rich.table import Table
 
 from basht.plan.job import ShaJob
-from basht.plan.planner import CONFIDENCE, best_static, brute_force, default_max_instances, greedy
+from basht.plan.planner import (
+    CONFIDENCE,
+    best_static,
+    brute_force,
+    default_max_instances,
+    greedy,
+    pair_moves,
+)
 from basht.plan.profile import Profile, profile_from_dict
 from basht.plan.simulator import Plan, Simulator
 
@@ -104,15 +113,17 @@ def sweep(
         start = time.perf_counter()
         static = best_static(sim, deadline, args.confidence)
         assert static is not None, f"{label} {name}: deadline {deadline:.0f} s infeasible"
-        plan = greedy(sim, static, deadline, args.confidence)
-        greedy_wall, greedy_calls = time.perf_counter() - start, sim.calls
+        single = greedy(sim, static, deadline, args.confidence)
+        plan = pair_moves(sim, static, deadline, args.confidence)
+        planner_wall, planner_calls = time.perf_counter() - start, sim.calls
         optimum, brute_calls, brute_wall = None, None, None
         if brute:
             bsim = simulator()
             start = time.perf_counter()
             optimum = brute_force(bsim, deadline, args.confidence)
             brute_wall, brute_calls = time.perf_counter() - start, bsim.calls
-        cost_static, cost_greedy = sim(static).cost_usd, sim(plan).cost_usd
+        cost_static, cost_greedy = sim(static).cost_usd, sim(single).cost_usd
+        cost_planner = sim(plan).cost_usd
         ahead = Simulator(
             job,
             profile,
@@ -121,7 +132,7 @@ def sweep(
             max_instances=max_instances,
             preprovision=True,
         )
-        ahead_plan = greedy(ahead, static, deadline, args.confidence)
+        ahead_plan = pair_moves(ahead, static, deadline, args.confidence)
         cost_ahead = ahead(ahead_plan).cost_usd
         cost_optimum = None if optimum is None else bsim(optimum).cost_usd
         rows.append(
@@ -132,21 +143,25 @@ def sweep(
                 "max_instances": max_instances,
                 "deadline_s": deadline,
                 "static_plan": list(static),
-                "greedy_plan": list(plan),
+                "greedy_plan": list(single),
+                "planner_plan": list(plan),
                 "optimum_plan": None if optimum is None else list(optimum),
                 "cost_static_usd": cost_static,
                 "cost_greedy_usd": cost_greedy,
+                "cost_planner_usd": cost_planner,
                 "cost_optimum_usd": cost_optimum,
                 "jct_static_s": jct(sim, static, args.confidence),
-                "jct_greedy_s": jct(sim, plan, args.confidence),
-                "static_over_greedy": cost_static / cost_greedy,
+                "jct_planner_s": jct(sim, plan, args.confidence),
+                "static_over_planner": cost_static / cost_planner,
+                "planner_over_greedy": cost_planner / cost_greedy,
+                "greedy_over_optimum": None if optimum is None else cost_greedy / cost_optimum,
+                "planner_over_optimum": None if optimum is None else cost_planner / cost_optimum,
                 "preprovision_plan": list(ahead_plan),
                 "cost_preprovision_usd": cost_ahead,
-                "greedy_over_auto": cost_greedy / min(cost_greedy, cost_ahead),
-                "greedy_over_optimum": None if optimum is None else cost_greedy / cost_optimum,
-                "plans_greedy": greedy_calls,
+                "planner_over_auto": cost_planner / min(cost_planner, cost_ahead),
+                "plans_planner": planner_calls,
                 "plans_brute": brute_calls,
-                "wall_greedy_s": greedy_wall,
+                "wall_planner_s": planner_wall,
                 "wall_brute_s": brute_wall,
             }
         )
@@ -176,8 +191,9 @@ def main() -> None:
             rows.extend(sweep(label, job, name, cap, brute, args))
 
     table = Table(
-        title=f"RubberBand planner: greedy vs best static vs brute-force optimum "
-        f"({args.confidence} JCT <= deadline, {args.runs} runs, illustrative profiles)",
+        title=f"RubberBand planner (greedy, then pair moves) vs greedy alone, best static and "
+        f"brute-force optimum ({args.confidence} JCT <= deadline, {args.runs} runs, illustrative "
+        "profiles)",
         caption="sha-27: ShaJob(27,1,27,3), <= "
         f"{args.small_max_instances} instances; sha-81: ShaJob(81,1,81,3), <= {large_cap} "
         "instances, brute force skipped (plan space too large). Plans: instances per stage.",
@@ -187,14 +203,14 @@ def main() -> None:
         "profile",
         "deadline (min)",
         "static plan",
-        "greedy plan",
+        "planner plan",
         "cost static $",
-        "cost greedy $",
-        "static/greedy",
+        "cost planner $",
+        "static/planner",
         "greedy/optimum",
-        "greedy/auto",
-        "plans (greedy, brute)",
-        "wall s (greedy, brute)",
+        "planner/optimum",
+        "planner/auto",
+        "plans (planner, brute)",
     )
     for column in columns:
         table.add_column(column, justify="left" if column in columns[:2] else "right")
@@ -205,47 +221,56 @@ def main() -> None:
             row["profile"],
             f"{row['deadline_s'] / 60:.1f}",
             show(tuple(row["static_plan"])),
-            show(tuple(row["greedy_plan"])),
+            show(tuple(row["planner_plan"])),
             f"{row['cost_static_usd']:.2f}",
-            f"{row['cost_greedy_usd']:.2f}",
-            f"{row['static_over_greedy']:.2f}x",
+            f"{row['cost_planner_usd']:.2f}",
+            f"{row['static_over_planner']:.2f}x",
             f"{row['greedy_over_optimum']:.3f}x" if brute else "skipped",
-            f"{row['greedy_over_auto']:.3f}x",
-            f"{row['plans_greedy']}, {row['plans_brute'] if brute else 'skipped'}",
-            f"{row['wall_greedy_s']:.2f}, "
-            + (f"{row['wall_brute_s']:.2f}" if brute else "skipped"),
+            f"{row['planner_over_optimum']:.3f}x"
+            if brute
+            else f"{row['planner_over_greedy']:.3f}x of greedy",
+            f"{row['planner_over_auto']:.3f}x",
+            f"{row['plans_planner']}, {row['plans_brute'] if brute else 'skipped'}",
         )
-    Console(width=180).print(table)
+    Console(width=200).print(table)
 
-    savings = [r["static_over_greedy"] for r in rows]
-    gaps = [r["greedy_over_optimum"] for r in rows if r["greedy_over_optimum"] is not None]
+    savings = [r["static_over_planner"] for r in rows]
+    greedy_gaps = [r["greedy_over_optimum"] for r in rows if r["greedy_over_optimum"] is not None]
+    gaps = [r["planner_over_optimum"] for r in rows if r["planner_over_optimum"] is not None]
     summary = {
-        "static_over_greedy_max": max(savings),
-        "static_over_greedy_median": statistics.median(savings),
-        "static_over_greedy_max_by_profile": {
-            name: max(r["static_over_greedy"] for r in rows if r["profile"] == name)
+        "static_over_planner_max": max(savings),
+        "static_over_planner_median": statistics.median(savings),
+        "static_over_planner_max_by_profile": {
+            name: max(r["static_over_planner"] for r in rows if r["profile"] == name)
             for name in SCALING
         },
-        "greedy_over_optimum_max": max(gaps),
-        "greedy_optimal_rows": sum(g <= 1 + 1e-9 for g in gaps),
+        "greedy_over_optimum_max": max(greedy_gaps),
+        "greedy_optimal_rows": sum(g <= 1 + 1e-9 for g in greedy_gaps),
+        "planner_over_optimum_max": max(gaps),
+        "planner_optimal_rows": sum(g <= 1 + 1e-9 for g in gaps),
         "brute_rows": len(gaps),
-        "greedy_never_costlier_than_static": all(
-            r["cost_greedy_usd"] <= r["cost_static_usd"] + 1e-9 for r in rows
+        "planner_over_greedy_min": min(r["planner_over_greedy"] for r in rows),
+        "planner_never_costlier_than_greedy": all(
+            r["cost_planner_usd"] <= r["cost_greedy_usd"] + 1e-9 for r in rows
         ),
-        "greedy_never_cheaper_than_optimum": all(g >= 1 - 1e-9 for g in gaps),
-        "greedy_over_auto_max": max(r["greedy_over_auto"] for r in rows),
-        "preprovision_chosen_rows": sum(r["greedy_over_auto"] > 1 + 1e-9 for r in rows),
+        "planner_never_cheaper_than_optimum": all(g >= 1 - 1e-9 for g in gaps),
+        "planner_over_auto_max": max(r["planner_over_auto"] for r in rows),
+        "preprovision_chosen_rows": sum(r["planner_over_auto"] > 1 + 1e-9 for r in rows),
         "rows": len(rows),
+        "plans_planner_max": max(r["plans_planner"] for r in rows),
+        "wall_planner_s_max": max(r["wall_planner_s"] for r in rows),
     }
     print(
-        f"static/greedy: max {summary['static_over_greedy_max']:.2f}x, median "
-        f"{summary['static_over_greedy_median']:.2f}x; greedy/optimum: max "
-        f"{summary['greedy_over_optimum_max']:.3f}x, optimal in "
-        f"{summary['greedy_optimal_rows']}/{summary['brute_rows']}; checks: greedy <= static "
-        f"{summary['greedy_never_costlier_than_static']}, greedy >= optimum "
-        f"{summary['greedy_never_cheaper_than_optimum']}; pre-provisioning cheaper in "
-        f"{summary['preprovision_chosen_rows']}/{summary['rows']} (greedy/auto max "
-        f"{summary['greedy_over_auto_max']:.3f}x)"
+        f"static/planner: max {summary['static_over_planner_max']:.2f}x, median "
+        f"{summary['static_over_planner_median']:.2f}x; optimal in "
+        f"{summary['planner_optimal_rows']}/{summary['brute_rows']} (greedy alone "
+        f"{summary['greedy_optimal_rows']}/{summary['brute_rows']}, max "
+        f"{summary['greedy_over_optimum_max']:.3f}x the optimum; planner max "
+        f"{summary['planner_over_optimum_max']:.3f}x); planner/greedy down to "
+        f"{summary['planner_over_greedy_min']:.3f}x; pre-provisioning cheaper in "
+        f"{summary['preprovision_chosen_rows']}/{summary['rows']} (max "
+        f"{summary['planner_over_auto_max']:.3f}x); at most {summary['plans_planner_max']} plans, "
+        f"{summary['wall_planner_s_max']:.2f} s per search"
     )
     write_results(
         args.out,

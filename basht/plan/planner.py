@@ -1,14 +1,20 @@
-"""The greedy planner: from the cheapest static cluster that meets the deadline, change one
-stage's instance count at a time, taking the move with the best cost-marginal benefit
+"""The planner: RubberBand's greedy, then moves of two stages at once.
+
+From the cheapest static cluster that meets the deadline, the greedy changes one stage's
+instance count at a time, taking the move with the best cost-marginal benefit
 
     M = (cost_best - cost_move) / (JCT_move - JCT_best)
 
 (dollars saved per second given up; a move that saves money and time is taken first), while
-the deadline holds, until no move saves money. A stage's candidate counts are its breakpoints:
-the fewest instances for each distinct (GPUs per trial, waves): more instances with the same
-layout cost more and gain at most a little from spreading stragglers. Starting from the best static plan, the result is never worse than
-it; trying every level of a stage, not only +-1 instance, steps over the plateaus of a cost
-surface that is a staircase.
+the deadline holds, until no move saves money. Then pairs of stages are changed at once (the
+cheapest pair move that meets the deadline, the greedy again from it) until no pair saves money:
+that finds plans that move instances from one stage to another, which single moves miss.
+
+A stage's candidate counts are its breakpoints: the fewest instances for each distinct (GPUs per
+trial, waves); more instances with the same layout cost more and gain at most a little from
+spreading stragglers. Starting from the best static plan, the result is never worse than it;
+trying every level of a stage, not only +-1 instance, steps over the plateaus of a cost surface
+that is a staircase.
 """
 
 from __future__ import annotations
@@ -96,6 +102,31 @@ def greedy(sim: Simulator, start: Plan, deadline_s: float, confidence: str = "p9
         plan, current = best[2], sim(best[2])
 
 
+def pair_moves(sim: Simulator, plan: Plan, deadline_s: float, confidence: str = "p95") -> Plan:
+    """Improve a plan no single move improves (the greedy's): change two stages at once, each to
+    any of its levels, take the cheapest such plan that meets the deadline, run the greedy from
+    it, and repeat until no pair saves money. Moving instances from one stage to another is
+    what a single move cannot do without first breaking the deadline or raising the cost."""
+    plan = greedy(sim, plan, deadline_s, confidence)
+    while True:
+        current = sim(plan).cost_usd
+        best: tuple[float, Plan] | None = None
+        for i, j in itertools.combinations(range(len(plan)), 2):
+            for a, b in itertools.product(sim.levels(i), sim.levels(j)):
+                if (a, b) == (plan[i], plan[j]):
+                    continue
+                move = list(plan)
+                move[i], move[j] = a, b
+                estimate = sim(tuple(move))
+                if _jct(estimate, confidence) > deadline_s or estimate.cost_usd >= current:
+                    continue
+                if best is None or estimate.cost_usd < best[0]:
+                    best = (estimate.cost_usd, tuple(move))
+        if best is None:
+            return plan
+        plan = greedy(sim, best[1], deadline_s, confidence)
+
+
 def brute_force(sim: Simulator, deadline_s: float, confidence: str = "p95") -> Plan | None:
     """The cheapest plan of all (max_instances ** stages of them): for checking the greedy."""
     best: tuple[float, Plan] | None = None
@@ -151,7 +182,7 @@ def plan_job(
     planned = []
     for ahead in ways:
         way = Simulator(job, profile, runs=runs, seed=seed, max_instances=cap, preprovision=ahead)
-        plan = greedy(way, static, deadline_s, confidence)
+        plan = pair_moves(way, static, deadline_s, confidence)
         planned.append((way(plan).cost_usd, ahead, plan, way))
     _, ahead, plan, way = min(planned, key=lambda p: p[0])  # a tie keeps it off
     return PlanResult(
@@ -244,5 +275,5 @@ def replan(
             ((m,) * len(sim.stages) for m in counts), key=lambda p: _jct(sim(p), confidence)
         )
         deadline = _jct(sim(start), confidence)
-    plan = greedy(sim, start, deadline, confidence)
+    plan = pair_moves(sim, start, deadline, confidence)
     return Replan(stage, plan, sim(plan), speed, left_s, confidence)
