@@ -31,14 +31,24 @@ def plan_tables(result: PlanResult, job: ShaJob, profile: Profile) -> Group:
         + _data_note(profile.data_usd_per_instance),
         caption_justify="left",
     )
-    for column in ("stage", "trials", "epochs each", "instances", "GPUs per trial", "waves"):
+    columns = (
+        "stage",
+        "trials",
+        "epochs each",
+        "instances",
+        "GPUs per trial",
+        "waves",
+        "mean end, min",
+    )
+    for column in columns:
         stages.add_column(column, justify="right")
-    for i, (stage, m, layout) in enumerate(
-        zip(job.stages, result.plan, result.layouts, strict=True)
+    ends = result.estimate.stage_end_s or (None,) * len(result.plan)
+    for i, (stage, m, layout, end) in enumerate(
+        zip(job.stages, result.plan, result.layouts, ends, strict=True)
     ):
         stages.add_row(
             str(i), str(stage.trials), str(stage.epochs), str(m),
-            str(layout.gpus_per_trial), str(layout.waves),
+            str(layout.gpus_per_trial), str(layout.waves), "-" if end is None else _minutes(end),
         )  # fmt: skip
     versus = Table(
         title=f"estimated over the simulated runs; deadline {_minutes(result.deadline_s)} min "

@@ -196,6 +196,10 @@ def test_basht_plan_prints_the_plan_and_writes_it(tmp_path):
     assert len(saved["plan"]) == len(saved["job"]["stages"]) == 5
     assert saved["estimate"]["jct_p95_s"] <= 3600
     assert saved["estimate"]["cost_usd"] <= saved["static_estimate"]["cost_usd"]
+    # Each stage's mean end, in minutes, as the table shows it and the file keeps it.
+    ends = saved["estimate"]["stage_end_s"]
+    assert len(ends) == 5 and ends == sorted(ends) and ends[-1] == saved["estimate"]["jct_s"]
+    assert "mean end, min" in proc.stdout and f"{ends[0] / 60:.1f}" in proc.stdout
     bad = _basht("plan", *example, "--deadline", "soon")
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0
     assert "deadline 'soon'" in bad.stderr
