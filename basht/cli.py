@@ -325,6 +325,13 @@ def plan(
             "(plan both ways, keep the cheaper)."
         ),
     ] = "off",
+    objective: Annotated[
+        str,
+        typer.Option(
+            help="What the plan keeps least: cost (USD), or energy (kWh, needs the profile's "
+            "power_w)."
+        ),
+    ] = "cost",
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write it here.")] = None,
 ) -> None:
     """RubberBand: the cheapest cloud allocation plan that meets DEADLINE (greedy, simulated)."""
@@ -356,6 +363,7 @@ def plan(
         runs=runs,
         seed=seed,
         preprovision=preprovision,
+        objective=objective,
     )
     console.print(plan_tables(result, job, measured))
     console.print(plan_summary(result), soft_wrap=True)

@@ -311,6 +311,7 @@ class PlanProfileSpec(_PlanPart):
     startup_s: list[_Seconds] = Field(default=[0.0], min_length=1)
     overhead_s: list[_Seconds] = Field(default=[0.0], min_length=1)
     scaling: PositiveFloat | None = None
+    power_w: dict[Literal["idle", "busy"], Annotated[float, Field(ge=0, lt=1e6)]] | None = None
     source: str = ""
 
 
@@ -333,6 +334,7 @@ class PlanSpec(_PlanPart):
     replan: bool = False
     # Request each stage's new instances ahead of its barrier (`basht plan --preprovision`).
     preprovision: bool = False
+    objective: Literal["cost", "energy"] = "cost"  # what re-planning keeps least
 
     @model_validator(mode="after")
     def _can_replan(self) -> PlanSpec:

@@ -302,6 +302,7 @@ class PlanExecutor:
             runs=self.spec.runs,
             seed=self.spec.seed,
             preprovision=self.preprovision,
+            objective=self.spec.objective,
         )
         before = " ".join(map(str, self.plan[stage:]))
         self.plan[stage:] = result.plan
@@ -399,4 +400,7 @@ def plan_profile(spec: PlanSpec) -> Profile:
         source=measured.source,
         data_usd_per_instance=spec.price.data_usd_per_instance,
         overhead_s=tuple(measured.overhead_s),
+        power_w=None
+        if measured.power_w is None
+        else (measured.power_w["idle"], measured.power_w["busy"]),
     )

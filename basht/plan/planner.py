@@ -31,6 +31,9 @@ from basht.plan.simulator import Estimate, Layout, Plan, Simulator
 
 #: Which statistic of the simulated completion times must meet the deadline.
 CONFIDENCE = ("mean", "p95")
+#: What a plan spends, which the planner keeps least: the bill, or the energy (with a profile's
+#: power_w; an estimate).
+OBJECTIVES = ("cost", "energy")
 #: Whether a plan requests a stage's new instances ahead of its barrier: never, always, or
 #: where that makes the plan cheaper (the planner plans both ways and keeps the cheaper).
 PREPROVISION = ("off", "on", "auto")
@@ -52,6 +55,7 @@ class PlanResult:
     runs: int = 200  # simulated runs per plan
     seed: int = 0  # of the simulated stragglers
     preprovision: bool = False  # new instances are requested ahead of their stage's barrier
+    objective: str = "cost"  # what it keeps least: the bill, or the energy
 
     @property
     def saving(self) -> float:
@@ -59,12 +63,29 @@ class PlanResult:
         cost = self.estimate.cost_usd
         return self.static_estimate.cost_usd / cost if cost > 0 else 1.0
 
+    @property
+    def energy_saving(self) -> float | None:
+        """The best static plan's energy over this plan's, when the profile gives power_w."""
+        mine, static = self.estimate.energy_kwh, self.static_estimate.energy_kwh
+        return None if mine is None or static is None or mine <= 0 else static / mine
+
 
 def _jct(estimate: Estimate, confidence: str) -> float:
     return estimate.jct_p95_s if confidence == "p95" else estimate.jct_s
 
 
-def best_static(sim: Simulator, deadline_s: float, confidence: str = "p95") -> Plan | None:
+def spent(estimate: Estimate, objective: str = "cost") -> float:
+    """What the planner keeps least: the mean bill (USD) or the mean energy (kWh)."""
+    if objective == "cost":
+        return estimate.cost_usd
+    if estimate.energy_kwh is None:
+        raise BashtError("objective energy: the profile gives no power_w (idle and busy watts)")
+    return estimate.energy_kwh
+
+
+def best_static(
+    sim: Simulator, deadline_s: float, confidence: str = "p95", objective: str = "cost"
+) -> Plan | None:
     """The cheapest plan with one cluster size for the whole job that meets the deadline."""
     best: tuple[float, Plan] | None = None
     # A count that is no stage's breakpoint has every stage's layout of a smaller one: dearer.
@@ -73,28 +94,37 @@ def best_static(sim: Simulator, deadline_s: float, confidence: str = "p95") -> P
         plan = (m,) * len(sim.stages)
         estimate = sim(plan)
         if _jct(estimate, confidence) <= deadline_s and (
-            best is None or estimate.cost_usd < best[0]
+            best is None or spent(estimate, objective) < best[0]
         ):
-            best = (estimate.cost_usd, plan)
+            best = (spent(estimate, objective), plan)
     return None if best is None else best[1]
 
 
-def greedy(sim: Simulator, start: Plan, deadline_s: float, confidence: str = "p95") -> Plan:
+def greedy(
+    sim: Simulator,
+    start: Plan,
+    deadline_s: float,
+    confidence: str = "p95",
+    objective: str = "cost",
+) -> Plan:
+    """RubberBand's greedy from `start`: the single move with the best marginal benefit (what it
+    saves of the objective, per second of completion time given up) while the deadline holds."""
     plan, current = start, sim(start)
     while True:
-        best: tuple[float, float, Plan] | None = None  # (M, -cost, plan)
+        best: tuple[float, float, Plan] | None = None  # (M, -spent, plan)
+        now = spent(current, objective)
         for i in range(len(plan)):
             for m in sim.levels(i):
                 if m == plan[i]:
                     continue
                 move = (*plan[:i], m, *plan[i + 1 :])
                 estimate = sim(move)
-                if _jct(estimate, confidence) > deadline_s or estimate.cost_usd >= current.cost_usd:
+                value = spent(estimate, objective)
+                if _jct(estimate, confidence) > deadline_s or value >= now:
                     continue
                 slower = _jct(estimate, confidence) - _jct(current, confidence)
-                saved = current.cost_usd - estimate.cost_usd
-                benefit = math.inf if slower <= 0 else saved / slower
-                key = (benefit, -estimate.cost_usd, move)
+                benefit = math.inf if slower <= 0 else (now - value) / slower
+                key = (benefit, -value, move)
                 if best is None or key[:2] > best[:2]:
                     best = key
         if best is None:
@@ -102,14 +132,20 @@ def greedy(sim: Simulator, start: Plan, deadline_s: float, confidence: str = "p9
         plan, current = best[2], sim(best[2])
 
 
-def pair_moves(sim: Simulator, plan: Plan, deadline_s: float, confidence: str = "p95") -> Plan:
+def pair_moves(
+    sim: Simulator,
+    plan: Plan,
+    deadline_s: float,
+    confidence: str = "p95",
+    objective: str = "cost",
+) -> Plan:
     """Improve a plan no single move improves (the greedy's): change two stages at once, each to
     any of its levels, take the cheapest such plan that meets the deadline, run the greedy from
     it, and repeat until no pair saves money. Moving instances from one stage to another is
     what a single move cannot do without first breaking the deadline or raising the cost."""
-    plan = greedy(sim, plan, deadline_s, confidence)
+    plan = greedy(sim, plan, deadline_s, confidence, objective)
     while True:
-        current = sim(plan).cost_usd
+        current = spent(sim(plan), objective)
         best: tuple[float, Plan] | None = None
         for i, j in itertools.combinations(range(len(plan)), 2):
             for a, b in itertools.product(sim.levels(i), sim.levels(j)):
@@ -118,25 +154,27 @@ def pair_moves(sim: Simulator, plan: Plan, deadline_s: float, confidence: str = 
                 move = list(plan)
                 move[i], move[j] = a, b
                 estimate = sim(tuple(move))
-                if _jct(estimate, confidence) > deadline_s or estimate.cost_usd >= current:
+                if _jct(estimate, confidence) > deadline_s or spent(estimate, objective) >= current:
                     continue
-                if best is None or estimate.cost_usd < best[0]:
-                    best = (estimate.cost_usd, tuple(move))
+                if best is None or spent(estimate, objective) < best[0]:
+                    best = (spent(estimate, objective), tuple(move))
         if best is None:
             return plan
-        plan = greedy(sim, best[1], deadline_s, confidence)
+        plan = greedy(sim, best[1], deadline_s, confidence, objective)
 
 
-def brute_force(sim: Simulator, deadline_s: float, confidence: str = "p95") -> Plan | None:
+def brute_force(
+    sim: Simulator, deadline_s: float, confidence: str = "p95", objective: str = "cost"
+) -> Plan | None:
     """The cheapest plan of all (max_instances ** stages of them): for checking the greedy."""
     best: tuple[float, Plan] | None = None
     counts = range(1, sim.max_instances + 1)
     for plan in itertools.product(counts, repeat=len(sim.stages)):
         estimate = sim(plan)
         if _jct(estimate, confidence) <= deadline_s and (
-            best is None or estimate.cost_usd < best[0]
+            best is None or spent(estimate, objective) < best[0]
         ):
-            best = (estimate.cost_usd, plan)
+            best = (spent(estimate, objective), plan)
     return None if best is None else best[1]
 
 
@@ -155,11 +193,20 @@ def plan_job(
     runs: int = 200,
     seed: int = 0,
     preprovision: str = "off",
+    objective: str = "cost",
 ) -> PlanResult:
-    """The cheapest plan the greedy finds whose completion time (mean or p95) meets the deadline;
-    with `preprovision` "auto", planned with and without pre-provisioning, the cheaper kept."""
+    """The cheapest plan the planner finds whose completion time (mean or p95) meets the
+    deadline (with `objective` "energy", the one using the least energy); with `preprovision`
+    "auto", planned with and without pre-provisioning, the better kept."""
     if confidence not in CONFIDENCE:
         raise BashtError(f"confidence {confidence!r}: expected one of {', '.join(CONFIDENCE)}")
+    if objective not in OBJECTIVES:
+        raise BashtError(f"objective {objective!r}: expected one of {', '.join(OBJECTIVES)}")
+    if objective == "energy" and profile.power_w is None:
+        raise BashtError(
+            "objective energy: the profile gives no power_w (a whole instance's idle and busy "
+            "watts, e.g. power_w: {idle: 400, busy: 1400})"
+        )
     if preprovision not in PREPROVISION:
         raise BashtError(
             f"preprovision {preprovision!r}: expected one of {', '.join(PREPROVISION)}"
@@ -170,7 +217,8 @@ def plan_job(
     if cap < 1:
         raise BashtError(f"max_instances: expected 1 or more, got {cap}")
     sim = Simulator(job, profile, runs=runs, seed=seed, max_instances=cap)
-    static = best_static(sim, deadline_s, confidence)  # never scales: pre-provisions nothing
+    # A static cluster never scales, so it pre-provisions nothing.
+    static = best_static(sim, deadline_s, confidence, objective)
     if static is None:
         fastest = _jct(sim((cap,) * len(job.stages)), confidence)
         raise BashtError(
@@ -182,8 +230,8 @@ def plan_job(
     planned = []
     for ahead in ways:
         way = Simulator(job, profile, runs=runs, seed=seed, max_instances=cap, preprovision=ahead)
-        plan = pair_moves(way, static, deadline_s, confidence)
-        planned.append((way(plan).cost_usd, ahead, plan, way))
+        plan = pair_moves(way, static, deadline_s, confidence, objective)
+        planned.append((spent(way(plan), objective), ahead, plan, way))
     _, ahead, plan, way = min(planned, key=lambda p: p[0])  # a tie keeps it off
     return PlanResult(
         plan=plan,
@@ -198,6 +246,7 @@ def plan_job(
         runs=runs,
         seed=seed,
         preprovision=ahead,
+        objective=objective,
     )
 
 
@@ -243,6 +292,7 @@ def replan(
     runs: int = 200,
     seed: int = 0,
     preprovision: bool = False,
+    objective: str = "cost",
 ) -> Replan:
     """The cheapest plan for the stages from `stage` on that meets what is left of the deadline,
     with the profile's trials `speed` times as long and the instances aged `live_s` (oldest
@@ -261,12 +311,12 @@ def replan(
         preprovision=preprovision,
     )
     deadline = left_s
-    start = best_static(sim, deadline, confidence)
+    start = best_static(sim, deadline, confidence, objective)
     if current is not None:
         current = tuple(min(m, cap) for m in current)
         keep = sim(current)
         if _jct(keep, confidence) <= deadline and (
-            start is None or keep.cost_usd < sim(start).cost_usd
+            start is None or spent(keep, objective) < spent(sim(start), objective)
         ):
             start = current
     if start is None:  # late whatever it does: as soon as it can, at the least cost for that
@@ -275,5 +325,5 @@ def replan(
             ((m,) * len(sim.stages) for m in counts), key=lambda p: _jct(sim(p), confidence)
         )
         deadline = _jct(sim(start), confidence)
-    plan = pair_moves(sim, start, deadline, confidence)
+    plan = pair_moves(sim, start, deadline, confidence, objective)
     return Replan(stage, plan, sim(plan), speed, left_s, confidence)

@@ -8,6 +8,7 @@ A profile file (YAML or JSON) names the instance type and holds the measurements
     startup_s: [95, 110, 160]         # from request to a ready instance
     overhead_s: [4.1, 4.5]            # optional: a trial's seconds besides its epochs
     data: {gb: 12, usd_per_gb: 0.02}  # optional: what each launched instance pulls, at its price
+    power_w: {idle: 400, busy: 1400}  # optional: a whole instance's draw, idle and all GPUs busy
     source: "ResNet-18 on CIFAR-10, profiled 2026-11-20"
 
 The spread of the samples is what the simulator draws stragglers from. A GPU count that was not
@@ -16,6 +17,10 @@ profiled means (or given as `scaling` when only one count was profiled).
 
 Data movement is billed per instance launched: each new instance pulls the dataset (and the
 checkpoints it resumes) once, `data.gb` at `data.usd_per_gb` (the provider's transfer price).
+
+With `power_w`, plans are also estimated in energy: every instance draws `idle` watts for its
+whole life, and each busy GPU adds its share of `busy - idle` (an estimate from the two figures,
+labelled so wherever it is shown).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import yaml
 from basht.energy.pricing import BILLING_RULES, PER_SECOND, Price, PriceError, lookup_price
 from basht.errors import BashtError
 
-_KEYS = {"instance", "epoch_s", "startup_s", "overhead_s", "scaling", "data", "source"}
+_KEYS = {"instance", "epoch_s", "startup_s", "overhead_s", "scaling", "data", "power_w", "source"}
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,8 @@ class Profile:
     # A trial's seconds besides its epochs, in each stage: loading data and model (or its
     # checkpoint), saving its checkpoint, the hand-offs with the driver.
     overhead_s: tuple[float, ...] = (0.0,)
+    # A whole instance's watts (idle, all GPUs busy): what a plan's energy is estimated from.
+    power_w: tuple[float, float] | None = None
     _sorted: dict[int, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -68,6 +75,12 @@ class Profile:
             raise BashtError("overhead_s: expected seconds >= 0 (and below 1e9)")
         if not (math.isfinite(self.data_usd_per_instance) and self.data_usd_per_instance >= 0):
             raise BashtError("data: expected a cost >= 0 per instance launched")
+        if self.power_w is not None:
+            idle, busy = self.power_w
+            if not (0 <= idle <= busy < 1e6):
+                raise BashtError(
+                    f"power_w: expected 0 <= idle <= busy watts, got idle {idle:g}, busy {busy:g}"
+                )
         if self.scaling is not None and not (math.isfinite(self.scaling) and self.scaling > 0):
             raise BashtError(f"scaling: expected b > 0 in t(k) = t(1)·k^-b, got {self.scaling!r}")
         needed = {1 << i for i in range(self.price.gpus.bit_length())}  # 1, 2, 4 ... per trial
@@ -134,6 +147,9 @@ class Profile:
             "startup_s": list(self.startup_s),
             "overhead_s": list(self.overhead_s),
             "scaling": self.scaling,
+            "power_w": None
+            if self.power_w is None
+            else {"idle": self.power_w[0], "busy": self.power_w[1]},
             "source": self.source,
         }
 
@@ -202,7 +218,23 @@ def profile_from_dict(data: Any) -> Profile:
         source=str(data.get("source", "")),
         data_usd_per_instance=_data_usd(data.get("data")),
         overhead_s=overhead,
+        power_w=_power(data.get("power_w")),
     )
+
+
+def _power(spec: Any) -> tuple[float, float] | None:
+    """`power_w: {idle, busy}`: a whole instance's watts, idle and with every GPU busy."""
+    if spec is None:
+        return None
+    if not isinstance(spec, Mapping):
+        raise BashtError("power_w: expected a mapping with idle and busy watts")
+    unknown = sorted(set(spec) - {"idle", "busy"})
+    if unknown:
+        raise BashtError(f"power_w.{unknown[0]}: unknown key (expected one of: busy, idle)")
+    for key in ("idle", "busy"):
+        if key not in spec:
+            raise BashtError(f"power_w.{key}: missing required key")
+    return _number(spec["idle"], "power_w.idle"), _number(spec["busy"], "power_w.busy")
 
 
 def _data_usd(spec: Any) -> float:

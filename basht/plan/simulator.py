@@ -17,7 +17,9 @@ comes first. They are billed from then, wait for the barrier if they are early, 
 start-up if they are not. The job
 starts by requesting its first stage's instances, and ends when the last stage does. Every
 instance is billed for its whole life by the provider's rule (e.g. per second, 60 s minimum),
-plus the profile's data movement for each instance launched.
+plus the profile's data movement for each instance launched. With the profile's `power_w`,
+the energy too: every instance's idle watts over its life, and each busy GPU's share of the
+difference to busy watts over the seconds its trials ran.
 
 Every plan is simulated with the same random draws (common random numbers): a straggler is the
 same trial in the same stage under every plan, so two plans differ by what the plans change.
@@ -47,6 +49,7 @@ class Estimate:
     cost_usd: float
     cost_p95_usd: float
     stage_end_s: tuple[float, ...] = ()  # when each stage's barrier falls, on average
+    energy_kwh: float | None = None  # mean, with the profile's power_w (an estimate)
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,8 @@ class Simulator:
         launched = np.repeat(-np.asarray(self.live_s, dtype=float)[None, :], runs, axis=0)
         ready = np.zeros((runs, len(self.live_s)))
         billed = np.zeros(runs)
+        alive_s = np.zeros(runs)  # instance-seconds, for the idle energy
+        gpu_s = np.zeros(runs)  # GPU-seconds the trials ran, for the busy energy
         barrier = np.zeros(runs)
         began = np.zeros(runs)  # when the stage before the barrier began
         ends = []
@@ -149,6 +154,7 @@ class Simulator:
             have = launched.shape[1]
             if instances < have:  # released at the barrier: billed up to it
                 billed += self._bill(barrier[:, None] - launched[:, instances:])
+                alive_s += (barrier[:, None] - launched[:, instances:]).sum(axis=1)
                 launched, ready = launched[:, :instances], ready[:, :instances]
             elif instances > have:
                 billed += (instances - have) * self.profile.data_usd_per_instance
@@ -160,19 +166,30 @@ class Simulator:
                 launched = np.hstack([launched, np.repeat(asked[:, None], instances - have, 1)])
                 ready = np.hstack([ready, asked[:, None] + start])
             began = barrier
-            barrier = self._stage_end(stage, i, np.maximum(ready, barrier[:, None]))
+            barrier, busy_s = self._stage_end(stage, i, np.maximum(ready, barrier[:, None]))
+            gpu_s += busy_s
             ends.append(float(barrier.mean()))
         billed += self._bill(barrier[:, None] - launched)
+        alive_s += (barrier[:, None] - launched).sum(axis=1)
         return Estimate(
             jct_s=float(barrier.mean()),
             jct_p95_s=float(np.quantile(barrier, 0.95)),
             cost_usd=float(billed.mean()),
             cost_p95_usd=float(np.quantile(billed, 0.95)),
             stage_end_s=tuple(ends),
+            energy_kwh=self._energy_kwh(alive_s, gpu_s),
         )
 
-    def _stage_end(self, stage: Stage, i: int, ready: np.ndarray) -> np.ndarray:
-        """When the slowest slot finishes; trials go in order to slots in order of readiness."""
+    def _energy_kwh(self, alive_s: np.ndarray, gpu_s: np.ndarray) -> float | None:
+        if self.profile.power_w is None:
+            return None
+        idle, busy = self.profile.power_w
+        per_gpu = (busy - idle) / self.profile.gpus_per_instance
+        return float((idle * alive_s + per_gpu * gpu_s).mean()) / 3.6e6
+
+    def _stage_end(self, stage: Stage, i: int, ready: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """When the slowest slot finishes (trials go in order to slots in order of readiness),
+        and the GPU-seconds the stage's trials ran, in each simulated run."""
         layout = self.layout(stage, ready.shape[1])
         per_instance = self.profile.gpus_per_instance // layout.gpus_per_trial
         slot_ready = np.sort(np.repeat(ready, per_instance, axis=1), axis=1)  # (runs, slots)
@@ -183,7 +200,8 @@ class Simulator:
         padded[:, : stage.trials] = seconds
         busy = padded.reshape(self.runs, layout.waves, layout.slots).sum(axis=1)
         used = min(layout.slots, stage.trials)
-        return (slot_ready[:, :used] + busy[:, :used]).max(axis=1)
+        gpu_s = seconds.sum(axis=1) * layout.gpus_per_trial
+        return (slot_ready[:, :used] + busy[:, :used]).max(axis=1), gpu_s
 
     def _bill(self, lifetimes_s: np.ndarray) -> np.ndarray:
         """Each run's billed cost of instances that lived `lifetimes_s` (runs x instances):

@@ -55,20 +55,27 @@ def plan_tables(result: PlanResult, job: ShaJob, profile: Profile) -> Group:
         f"({result.confidence} JCT must meet it)",
         title_justify="left",
     )
-    for column in ("plan", "instances per stage", "JCT min", "JCT p95 min", "cost USD", "p95 USD"):
-        versus.add_column(column, justify="right" if "USD" in column or "JCT" in column else "left")
+    energy = result.estimate.energy_kwh is not None
+    columns = ["plan", "instances per stage", "JCT min", "JCT p95 min", "cost USD", "p95 USD"]
+    if energy:
+        columns.append("kWh (est.)")
+    for column in columns:
+        versus.add_column(column, justify="left" if column in columns[:2] else "right")
     for name, plan, estimate in (
         ("RubberBand", result.plan, result.estimate),
         ("best static", result.static, result.static_estimate),
     ):
-        versus.add_row(
+        cells = [
             name,
             " ".join(map(str, plan)),
             _minutes(estimate.jct_s),
             _minutes(estimate.jct_p95_s),
             f"{estimate.cost_usd:.2f}",
             f"{estimate.cost_p95_usd:.2f}",
-        )
+        ]
+        if energy:
+            cells.append(f"{estimate.energy_kwh:.3g}")
+        versus.add_row(*cells)
     return Group(stages, versus)
 
 
@@ -94,11 +101,25 @@ def plan_summary(result: PlanResult) -> str:
         if result.preprovision and result.plan != result.static
         else ""
     )
+    energy = result.energy_saving
+    if result.objective == "energy":
+        if result.plan == result.static or energy is None:
+            return f"the best static cluster uses the least energy of the plans found; {plans}"
+        return (
+            f"the plan uses {1 - 1 / energy:.0%} less energy than the best static cluster "
+            f"(estimated from the profile's power_w) and costs {1 - 1 / result.saving:.0%} "
+            f"less{ahead}; {plans}"
+        )
     if result.plan == result.static:
         return f"the best static cluster is the cheapest plan found; {plans}"
+    uses = (
+        f", and uses {1 - 1 / energy:.0%} less energy (estimated from the profile's power_w)"
+        if energy is not None
+        else ""
+    )
     return (
         f"the plan costs {1 - 1 / result.saving:.0%} less than the best static cluster "
-        f"(that one costs {result.saving:.2f}x as much){ahead}; {plans}"
+        f"(that one costs {result.saving:.2f}x as much){uses}{ahead}; {plans}"
     )
 
 
@@ -139,6 +160,7 @@ def plan_json(result: PlanResult, job: ShaJob, profile: Profile) -> dict[str, An
         "runs": result.runs,
         "seed": result.seed,
         "preprovision": result.preprovision,
+        "objective": result.objective,
     }
 
 
