@@ -57,6 +57,8 @@ from basht.plan.simulator import Plan, Simulator
 SPREAD = (0.96, 0.97, 0.98, 0.99, 0.99, 1.0, 1.0, 1.0, 1.01, 1.01, 1.02, 1.03, 1.05, 1.08)
 TAIL = (1.15, 1.3, 1.6)
 STARTUP_S = [90.0, 100.0, 115.0, 125.0, 140.0, 150.0, 165.0, 180.0]
+#: A whole instance's watts, idle and all 4 GPUs busy (illustrative, as examples/plan/).
+POWER_W = {"idle": 410.0, "busy": 1450.0}
 
 #: Median seconds per epoch of one trial at 1, 2 and 4 GPUs (illustrative, not measured).
 SCALING = {
@@ -74,6 +76,7 @@ def illustrative_profile(name: str) -> Profile:
                 for gpus, median in SCALING[name].items()
             },
             "startup_s": STARTUP_S,
+            "power_w": POWER_W,
             "source": f"illustrative profile ({name}), not a measurement",
         }
     )
@@ -153,6 +156,9 @@ def sweep(
                 "jct_static_s": jct(sim, static, args.confidence),
                 "jct_planner_s": jct(sim, plan, args.confidence),
                 "static_over_planner": cost_static / cost_planner,
+                "energy_static_kwh": sim(static).energy_kwh,
+                "energy_planner_kwh": sim(plan).energy_kwh,
+                "static_over_planner_energy": sim(static).energy_kwh / sim(plan).energy_kwh,
                 "planner_over_greedy": cost_planner / cost_greedy,
                 "greedy_over_optimum": None if optimum is None else cost_greedy / cost_optimum,
                 "planner_over_optimum": None if optimum is None else cost_planner / cost_optimum,
@@ -257,6 +263,10 @@ def main() -> None:
         "planner_over_auto_max": max(r["planner_over_auto"] for r in rows),
         "preprovision_chosen_rows": sum(r["planner_over_auto"] > 1 + 1e-9 for r in rows),
         "rows": len(rows),
+        "static_over_planner_energy_median": statistics.median(
+            r["static_over_planner_energy"] for r in rows
+        ),
+        "static_over_planner_energy_max": max(r["static_over_planner_energy"] for r in rows),
         "plans_planner_max": max(r["plans_planner"] for r in rows),
         "wall_planner_s_max": max(r["wall_planner_s"] for r in rows),
     }
@@ -270,7 +280,9 @@ def main() -> None:
         f"{summary['planner_over_greedy_min']:.3f}x; pre-provisioning cheaper in "
         f"{summary['preprovision_chosen_rows']}/{summary['rows']} (max "
         f"{summary['planner_over_auto_max']:.3f}x); at most {summary['plans_planner_max']} plans, "
-        f"{summary['wall_planner_s_max']:.2f} s per search"
+        f"{summary['wall_planner_s_max']:.2f} s per search; energy (estimate, by the cost "
+        f"plan): static/planner median {summary['static_over_planner_energy_median']:.2f}x, "
+        f"max {summary['static_over_planner_energy_max']:.2f}x"
     )
     write_results(
         args.out,
@@ -285,6 +297,7 @@ def main() -> None:
                     "exponent_b": illustrative_profile(name).exponent,
                     "epoch_spread": list(SPREAD + TAIL),
                     "startup_s": STARTUP_S,
+                    "power_w": POWER_W,
                 }
                 for name in SCALING
             },

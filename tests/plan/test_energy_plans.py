@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -43,15 +44,9 @@ def test_a_plans_energy_is_idle_watts_over_each_life_and_busy_watts_over_each_tr
 
 def test_the_energy_objective_keeps_energy_least_and_the_plan_file_keeps_what_it_needs():
     job = ShaJob(81, 1, 81, 3)
-    profile = load_profile(ROOT / "examples/plan/p3-profile.yaml")
-    powered = profile_from_dict(
-        {
-            "instance": "aws:p3.8xlarge",
-            "epoch_s": {k: list(v) for k, v in profile.epoch_s.items()},
-            "startup_s": list(profile.startup_s),
-            "power_w": {"idle": 450, "busy": 1500},
-        }
-    )
+    powered = load_profile(ROOT / "examples/plan/p3-profile.yaml")  # illustrative power_w
+    assert powered.power_w is not None
+    profile = replace(powered, power_w=None, _sorted={})
     by_cost = plan_job(job, powered, 3600)
     by_energy = plan_job(job, powered, 3600, objective="energy")
     assert by_energy.estimate.jct_p95_s <= 3600
@@ -61,7 +56,7 @@ def test_the_energy_objective_keeps_energy_least_and_the_plan_file_keeps_what_it
     written = json.loads(json.dumps(plan_json(by_energy, job, powered)))
     assert written["objective"] == "energy"
     spec = PlanSpec.model_validate(written | {"replan": True})
-    assert spec.objective == "energy" and plan_profile(spec).power_w == (450.0, 1500.0)
+    assert spec.objective == "energy" and plan_profile(spec).power_w == powered.power_w
     with pytest.raises(BashtError, match="objective energy: the profile gives no power_w"):
         plan_job(job, profile, 3600, objective="energy")
     with pytest.raises(BashtError, match="objective 'carbon'"):
@@ -83,16 +78,14 @@ def test_a_bad_power_figure_is_one_line_naming_it(power, message):
 
 
 def test_basht_plan_by_energy_from_the_command_line(tmp_path):
-    profile = tmp_path / "powered.yaml"
-    profile.write_text(
-        (ROOT / "examples/plan/p3-profile.yaml").read_text() + "power_w: {idle: 450, busy: 1500}\n"
-    )
     example = ["examples/plan/sha-81.yaml", "--deadline", "1h", "--runs", "50"]
-    proc = basht("plan", *example, "--profile", str(profile), "--objective", "energy")
+    powered = ["--profile", "examples/plan/p3-profile.yaml"]
+    proc = basht("plan", *example, *powered, "--objective", "energy")
     assert proc.returncode == 0, proc.stderr
     assert "kWh (est.)" in proc.stdout and "less energy than the best static" in proc.stdout
-    bare = basht(
-        "plan", *example, "--profile", "examples/plan/p3-profile.yaml", "--objective", "energy"
-    )
+    text = (ROOT / "examples/plan/p3-profile.yaml").read_text()
+    profile = tmp_path / "bare.yaml"  # the same without power_w
+    profile.write_text("".join(line for line in text.splitlines(True) if "power_w" not in line))
+    bare = basht("plan", *example, "--profile", str(profile), "--objective", "energy")
     assert bare.returncode == 2 and "the profile gives no power_w" in bare.stderr
     assert len(bare.stderr.strip().splitlines()) == 1
