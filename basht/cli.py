@@ -338,7 +338,14 @@ def plan(
     from basht.experiment import load_experiment
     from basht.plan import ShaJob, plan_job
     from basht.plan.profile import choose_profile, parse_duration
-    from basht.report.plan import job_note, plan_json, plan_summary, plan_tables
+    from basht.report.plan import (
+        emissions_line,
+        job_note,
+        plan_intensity,
+        plan_json,
+        plan_summary,
+        plan_tables,
+    )
     from basht.store import Store
 
     experiment = load_experiment(file)
@@ -367,9 +374,13 @@ def plan(
     )
     console.print(plan_tables(result, job, measured))
     console.print(plan_summary(result), soft_wrap=True)
+    intensity = plan_intensity(experiment.measure.carbon)
+    if line := emissions_line(result, intensity):
+        console.print(line, soft_wrap=True)
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(plan_json(result, job, measured), indent=2) + "\n")
+        saved = plan_json(result, job, measured, intensity)
+        json_out.write_text(json.dumps(saved, indent=2) + "\n")
         console.print(f"wrote {json_out}")
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
+from basht.energy.carbon import CarbonIntensity, StaticIntensity, TableIntensity
 from basht.energy.pricing import Price, job_cost_usd
 from basht.plan import PlanResult, Profile, ShaJob
 from basht.store import Store
@@ -123,6 +124,29 @@ def plan_summary(result: PlanResult) -> str:
     )
 
 
+def plan_intensity(carbon_spec: Any) -> CarbonIntensity | None:
+    """The grid intensity a plan's energy is converted at: the file's fixed figure, or its
+    region's yearly average from the shipped table (a plan is for later, so not a live value or
+    a recorded series); None for a `csv` series."""
+    if carbon_spec.g_per_kwh is not None:
+        return StaticIntensity(carbon_spec.g_per_kwh)
+    if carbon_spec.csv is not None or not carbon_spec.region:
+        return None
+    return TableIntensity.for_zone(carbon_spec.region)
+
+
+def emissions_line(result: PlanResult, intensity: CarbonIntensity | None) -> str | None:
+    """The plan's and the best static cluster's emissions (an estimate, from their energy)."""
+    mine, static = result.estimate.energy_kwh, result.static_estimate.energy_kwh
+    if intensity is None or mine is None or static is None:
+        return None
+    g = intensity.g_per_kwh(0.0)
+    return (
+        f"emissions (estimate): {mine * g / 1000:.3g} kgCO2eq for the plan, "
+        f"{static * g / 1000:.3g} for the best static cluster, at {intensity.describe()}"
+    )
+
+
 def price_json(price: Price, data_usd_per_instance: float = 0.0) -> dict[str, Any]:
     """What `basht run --plan` needs to bill the instances it runs: price, size, billing rule,
     and the data movement each launch costs."""
@@ -139,8 +163,19 @@ def price_json(price: Price, data_usd_per_instance: float = 0.0) -> dict[str, An
     }
 
 
-def plan_json(result: PlanResult, job: ShaJob, profile: Profile) -> dict[str, Any]:
+def plan_json(
+    result: PlanResult,
+    job: ShaJob,
+    profile: Profile,
+    intensity: CarbonIntensity | None = None,
+) -> dict[str, Any]:
+    mine, static = result.estimate.energy_kwh, result.static_estimate.energy_kwh
+    carbon = None
+    if intensity is not None and mine is not None and static is not None:
+        g = intensity.g_per_kwh(0.0)
+        carbon = {"intensity": intensity.describe(), "plan_g": mine * g, "static_g": static * g}
     return {
+        "emissions_estimate": carbon,
         "job": asdict(job) | {"stages": [asdict(s) for s in job.stages]},
         "instance": profile.price.describe(),
         "price": price_json(profile.price, profile.data_usd_per_instance),

@@ -80,12 +80,27 @@ def test_a_bad_power_figure_is_one_line_naming_it(power, message):
 def test_basht_plan_by_energy_from_the_command_line(tmp_path):
     example = ["examples/plan/sha-81.yaml", "--deadline", "1h", "--runs", "50"]
     powered = ["--profile", "examples/plan/p3-profile.yaml"]
-    proc = basht("plan", *example, *powered, "--objective", "energy")
+    out = tmp_path / "plan.json"
+    proc = basht("plan", *example, *powered, "--objective", "energy", "--json", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "kWh (est.)" in proc.stdout and "less energy than the best static" in proc.stdout
+    # At the file's carbon zone (sha-81.yaml: the default, DE) as a yearly average.
+    said = " ".join(proc.stdout.split())
+    assert "emissions (estimate):" in said and "kgCO2eq for the plan" in said and "DEU" in said
+    carbon = json.loads(out.read_text())["emissions_estimate"]
+    assert 0 < carbon["plan_g"] < carbon["static_g"] and carbon["intensity"].startswith("DEU")
     text = (ROOT / "examples/plan/p3-profile.yaml").read_text()
     profile = tmp_path / "bare.yaml"  # the same without power_w
     profile.write_text("".join(line for line in text.splitlines(True) if "power_w" not in line))
     bare = basht("plan", *example, "--profile", str(profile), "--objective", "energy")
     assert bare.returncode == 2 and "the profile gives no power_w" in bare.stderr
     assert len(bare.stderr.strip().splitlines()) == 1
+
+
+def test_a_plan_is_converted_at_a_fixed_figure_or_its_regions_yearly_average():
+    from basht.experiment import CarbonSpec
+    from basht.report.plan import plan_intensity
+
+    assert plan_intensity(CarbonSpec(g_per_kwh=100)).g_per_kwh(0) == 100
+    assert plan_intensity(CarbonSpec(region="FR")).describe().startswith("FRA")
+    assert plan_intensity(CarbonSpec(csv="grid.csv")) is None  # a recorded series: the past
