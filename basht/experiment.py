@@ -354,6 +354,8 @@ class PlanSpec(_PlanPart):
                     f"needs the plan's {' and '.join(missing)} (write the plan with "
                     "basht plan --json)",
                 )
+        if self.replan and self.objective == "energy" and self.profile.power_w is None:
+            raise _at("objective", "energy needs the profile's power_w (idle and busy watts)")
         return self
 
 

@@ -57,6 +57,9 @@ def test_the_energy_objective_keeps_energy_least_and_the_plan_file_keeps_what_it
     assert written["objective"] == "energy"
     spec = PlanSpec.model_validate(written | {"replan": True})
     assert spec.objective == "energy" and plan_profile(spec).power_w == powered.power_w
+    unpowered = written | {"profile": written["profile"] | {"power_w": None}}
+    with pytest.raises(Exception, match="energy needs the profile's power_w"):
+        PlanSpec.model_validate(unpowered | {"replan": True})
     with pytest.raises(BashtError, match="objective energy: the profile gives no power_w"):
         plan_job(job, profile, 3600, objective="energy")
     with pytest.raises(BashtError, match="objective 'carbon'"):
