@@ -423,7 +423,7 @@ def profile_cmd(
 
     from basht.experiment import load_experiment
     from basht.plan.profile import parse_instance
-    from basht.plan.profiling import measure, profile_dict
+    from basht.plan.profiling import measure, power_label, profile_dict
 
     experiment = load_experiment(file)
     try:
@@ -446,6 +446,13 @@ def profile_cmd(
     console.print(table)
     startup = ", ".join(f"{s:.2f}" for s in measured.startup_s)
     console.print(f"instance start-up (s): {startup}", soft_wrap=True)
+    if measured.power_w is not None:
+        idle, busy = measured.power_w
+        console.print(
+            f"power (this whole machine, by {power_label(measured.power_source)}): "
+            f"idle {idle:.0f} W, instance full {busy:.0f} W",
+            soft_wrap=True,
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(yaml.safe_dump(data, sort_keys=False))
     console.print(f"wrote {out}; plan with: basht plan {file} --profile {out} --deadline ...")

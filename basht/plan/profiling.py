@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from basht.energy.node import open_node_sources
 from basht.engine.local import LocalExecutor
 from basht.engine.messages import CONTINUE, PAUSE, TrialTask, WorkloadRef
 from basht.errors import BashtError
@@ -29,6 +30,8 @@ from basht.plan.profile import Profile, parse_instance
 
 #: How long one profiled trial may take before the profile gives up on it.
 TRIAL_TIMEOUT_S = 600.0
+#: How long `--full` profiling reads the machine's power with the instance's workers idle.
+IDLE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,10 @@ class Measured:
     overhead_s: tuple[float, ...]
     config: dict[str, Any]
     full: bool = False  # timed with the instance full (a trial per place), not one trial alone
+    # With `full`: this machine's watts with the workers idle and with the instance full, and
+    # the source that measured them (rapl, nvml, or the estimate).
+    power_w: tuple[float, float] | None = None
+    power_source: str = ""
 
 
 def measure(
@@ -58,7 +65,8 @@ def measure(
 
     With `full`, each GPU count is timed with the instance full, as a stage runs its trials:
     instance_gpus // count trials at once, each a sample, so that what they share (cores, memory
-    bandwidth, disk) slows them as it will in the run."""
+    bandwidth, disk) slows them as it will in the run. The machine's power is read too, with the
+    workers idle and while the instance is full: the profile's `power_w`."""
     if epochs < 1 or startups < 1:
         raise BashtError("profile: give at least one epoch and one start-up")
     threads_per_gpu = experiment.resources.cpus_per_worker
@@ -82,6 +90,7 @@ def measure(
     local.start()
     scratch = tempfile.TemporaryDirectory(prefix="basht-profile-")
     folder = Path(scratch.name)
+    meter = None
     try:
         local.setup(ref)
         startup = tuple(_launch_time(local, instance_gpus) for _ in range(startups))
@@ -93,6 +102,9 @@ def measure(
         ids = iter(range(1_000_000))
         warm = [TrialTask(next(ids), dict(middle), ref, seed, target_budget=1) for _ in workers]
         _train(local, list(zip(warm, workers, strict=True)), 1, folder)
+        meter = open_node_sources(experiment.measure, experiment.resources, most) if full else None
+        idle_w = _watts(meter, lambda: time.sleep(IDLE_S)) if meter else None
+        busy_j = busy_s = 0.0
         samples, overheads = {}, []
         for count in sorted(set(gpus)):
             threads = count * threads_per_gpu
@@ -101,13 +113,37 @@ def measure(
                 TrialTask(next(ids), dict(middle), ref, seed, epochs, threads=threads)
                 for _ in together
             ]
+            before = meter.read() if meter else None
             timed = _train(local, list(zip(tasks, together, strict=True)), epochs, folder)
+            if meter and before:
+                after = meter.read()
+                busy_j += sum(after.energy_j.values()) - sum(before.energy_j.values())
+                busy_s += after.at - before.at
             samples[count] = tuple(t for _, times in timed for t in (times[1:] or times))
             overheads.extend(overhead for overhead, _ in timed)
     finally:
+        if meter is not None:
+            meter.close()
         local.shutdown()
         scratch.cleanup()
-    return Measured(samples, startup, tuple(overheads), dict(middle), full)
+    power = None
+    if meter is not None and idle_w is not None and busy_s > 0:
+        power = (idle_w, max(idle_w, busy_j / busy_s))  # busy below idle is noise
+    source = meter.name if meter is not None else ""
+    return Measured(samples, startup, tuple(overheads), dict(middle), full, power, source)
+
+
+def power_label(source: str) -> str:
+    """What measured the profile's power: a counter's name, or the estimate, said so."""
+    return "the estimate (no power counter here)" if source == "estimate" else source
+
+
+def _watts(meter: Any, wait: Any) -> float:
+    """This machine's mean watts over `wait()`, by `meter` (all its components together)."""
+    before = meter.read()
+    wait()
+    after = meter.read()
+    return (sum(after.energy_j.values()) - sum(before.energy_j.values())) / (after.at - before.at)
 
 
 def _launch_time(local: LocalExecutor, gpus: int) -> float:
@@ -173,11 +209,26 @@ def profile_dict(
         "startup_s": [round(s, 6) for s in measured.startup_s],
         "overhead_s": [round(s, 6) for s in measured.overhead_s],
         **({"scaling": scaling} if scaling is not None else {}),
+        **(
+            {
+                "power_w": {
+                    "idle": round(measured.power_w[0], 1),
+                    "busy": round(measured.power_w[1], 1),
+                }
+            }
+            if measured.power_w is not None
+            else {}
+        ),
         "source": (
             f"measured by basht profile on {host}, {when}: {experiment.workload.name}, "
             f"{'a full instance of trials' if measured.full else 'one trial'} "
             f"of {experiment.name} ({measured.config}); a GPU emulated by "
             f"{experiment.resources.cpus_per_worker} core(s) of this machine, an instance by "
             "its worker processes"
+            + (
+                f"; power_w: this whole machine, by {power_label(measured.power_source)}"
+                if measured.power_w is not None
+                else ""
+            )
         ),
     }

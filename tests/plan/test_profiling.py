@@ -48,6 +48,11 @@ def test_basht_profile_times_each_gpu_count_and_the_start_up_and_plan_reads_it(t
     assert {k: len(s) for k, s in packed.epoch_s.items()} == {1: 4, 2: 2}
     assert len(packed.overhead_s) == 4 + 2
     assert "a full instance of trials" in packed.source
+    # And this machine's power, idle and with the instance full, by the source it has here.
+    assert packed.power_w is not None and 0 < packed.power_w[0] <= packed.power_w[1]
+    assert "power_w: this whole machine, by " in packed.source
+    assert "power (this whole machine" in full.stdout
+    assert load_profile(tmp_path / "p.yaml").power_w is None  # one trial alone: no power
 
 
 def test_gpu_counts_this_machine_or_the_instance_cannot_hold_are_one_line(tmp_path):
