@@ -175,7 +175,9 @@ def _add_missing_columns(conn: Connection) -> None:
             )
 
 
-_CREATE_TRIES = 10
+_CREATE_TRIES = 20
+#: What SQLite says when another process is creating the same tables at that moment.
+_RACING = ("already exists", "duplicate column name", "database is locked")
 #: The PostgreSQL advisory lock that processes opening one database take while they create or
 #: add to its tables (any fixed number: it only has to be the same in every Basht).
 _SCHEMA_LOCK = 0x6261736874  # "basht"
@@ -209,15 +211,18 @@ class Store:
         for attempt in range(_CREATE_TRIES):
             try:
                 Base.metadata.create_all(self.engine)
-                break
+                with self.engine.begin() as conn:
+                    _add_missing_columns(conn)
+                return
             except OperationalError as err:
                 # Another process (a run starting, a reader polling it) is creating them table
                 # by table at this moment: each try finds more of them there, until all are.
-                if "already exists" not in str(err.orig) or attempt == _CREATE_TRIES - 1:
+                # SQLite says so as a table or column already there, or as a lock it does not
+                # wait for (a read that turns into a write after another process wrote).
+                raced = any(sign in str(err.orig) for sign in _RACING)
+                if not raced or attempt == _CREATE_TRIES - 1:
                     raise
                 time.sleep(0.05 * (attempt + 1))
-        with self.engine.begin() as conn:
-            _add_missing_columns(conn)
 
     def close(self) -> None:
         self.engine.dispose()
