@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from basht.errors import BashtError
@@ -83,21 +83,38 @@ def spent(estimate: Estimate, objective: str = "cost") -> float:
     return estimate.energy_kwh
 
 
+def _static_plans(sim: Simulator) -> list[Plan]:
+    """One cluster size for the whole job, at each count some stage has a breakpoint at: a count
+    that is no stage's breakpoint has every stage's layout of a smaller one, and costs more."""
+    counts = sorted({m for i in range(len(sim.stages)) for m in sim.levels(i)})
+    return [(m,) * len(sim.stages) for m in counts]
+
+
+def _least(
+    sim: Simulator,
+    plans: Iterable[Plan],
+    deadline_s: float,
+    confidence: str,
+    objective: str,
+    below: float = math.inf,
+) -> Plan | None:
+    """Of `plans`, the one that meets the deadline and spends least, if it spends below `below`."""
+    best: tuple[float, Plan] | None = None
+    for plan in plans:
+        estimate = sim(plan)
+        if _jct(estimate, confidence) > deadline_s:
+            continue
+        value = spent(estimate, objective)
+        if value < below and (best is None or value < best[0]):
+            best = (value, plan)
+    return None if best is None else best[1]
+
+
 def best_static(
     sim: Simulator, deadline_s: float, confidence: str = "p95", objective: str = "cost"
 ) -> Plan | None:
     """The cheapest plan with one cluster size for the whole job that meets the deadline."""
-    best: tuple[float, Plan] | None = None
-    # A count that is no stage's breakpoint has every stage's layout of a smaller one: dearer.
-    counts = sorted({m for i in range(len(sim.stages)) for m in sim.levels(i)})
-    for m in counts:
-        plan = (m,) * len(sim.stages)
-        estimate = sim(plan)
-        if _jct(estimate, confidence) <= deadline_s and (
-            best is None or spent(estimate, objective) < best[0]
-        ):
-            best = (spent(estimate, objective), plan)
-    return None if best is None else best[1]
+    return _least(sim, _static_plans(sim), deadline_s, confidence, objective)
 
 
 def greedy(
@@ -146,36 +163,30 @@ def pair_moves(
     plan = greedy(sim, plan, deadline_s, confidence, objective)
     while True:
         current = spent(sim(plan), objective)
-        best: tuple[float, Plan] | None = None
-        for i, j in itertools.combinations(range(len(plan)), 2):
-            for a, b in itertools.product(sim.levels(i), sim.levels(j)):
-                if (a, b) == (plan[i], plan[j]):
-                    continue
+        moves = _pair_moves_of(sim, plan)
+        better = _least(sim, moves, deadline_s, confidence, objective, below=current)
+        if better is None:
+            return plan
+        plan = greedy(sim, better, deadline_s, confidence, objective)
+
+
+def _pair_moves_of(sim: Simulator, plan: Plan) -> Iterator[Plan]:
+    """Every plan that differs from `plan` in two stages at once, each at one of its levels."""
+    for i, j in itertools.combinations(range(len(plan)), 2):
+        for a, b in itertools.product(sim.levels(i), sim.levels(j)):
+            if (a, b) != (plan[i], plan[j]):
                 move = list(plan)
                 move[i], move[j] = a, b
-                estimate = sim(tuple(move))
-                if _jct(estimate, confidence) > deadline_s or spent(estimate, objective) >= current:
-                    continue
-                if best is None or spent(estimate, objective) < best[0]:
-                    best = (spent(estimate, objective), tuple(move))
-        if best is None:
-            return plan
-        plan = greedy(sim, best[1], deadline_s, confidence, objective)
+                yield tuple(move)
 
 
 def brute_force(
     sim: Simulator, deadline_s: float, confidence: str = "p95", objective: str = "cost"
 ) -> Plan | None:
     """The cheapest plan of all (max_instances ** stages of them): for checking the greedy."""
-    best: tuple[float, Plan] | None = None
     counts = range(1, sim.max_instances + 1)
-    for plan in itertools.product(counts, repeat=len(sim.stages)):
-        estimate = sim(plan)
-        if _jct(estimate, confidence) <= deadline_s and (
-            best is None or spent(estimate, objective) < best[0]
-        ):
-            best = (spent(estimate, objective), plan)
-    return None if best is None else best[1]
+    plans = itertools.product(counts, repeat=len(sim.stages))
+    return _least(sim, plans, deadline_s, confidence, objective)
 
 
 def default_max_instances(job: ShaJob, profile: Profile) -> int:
@@ -320,10 +331,7 @@ def replan(
         ):
             start = current
     if start is None:  # late whatever it does: as soon as it can, at the least cost for that
-        counts = sorted({m for i in range(len(sim.stages)) for m in sim.levels(i)})
-        start = min(
-            ((m,) * len(sim.stages) for m in counts), key=lambda p: _jct(sim(p), confidence)
-        )
+        start = min(_static_plans(sim), key=lambda p: _jct(sim(p), confidence))
         deadline = _jct(sim(start), confidence)
     plan = pair_moves(sim, start, deadline, confidence, objective)
     return Replan(stage, plan, sim(plan), speed, left_s, confidence)
