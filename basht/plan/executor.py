@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -37,7 +37,7 @@ from basht.plan.simulator import Layout, stage_layout
 
 if TYPE_CHECKING:
     from basht.experiment import PlanSpec
-    from basht.store import Store
+    from basht.store import StageRow, Store
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,6 @@ class PlanExecutor:
         ends = list(spec.estimate.stage_end_s) if spec.estimate else []
         self._expected_s = [b - a for a, b in zip([0.0, *ends], ends, strict=False)]
         self._reserve_at: float | None = None  # when to pre-provision the next stage's instances
-        self.replans: list[Replan] = []
         self._started: dict[int, tuple[float, int, int]] = {}  # trial -> (when, stage, GPUs)
         self._trial_times: list[tuple[int, int, float]] = []  # (stage, GPUs, seconds) that ended
         self._job_started: float | None = None
@@ -103,31 +102,18 @@ class PlanExecutor:
         """Deploy: the first stage's instances, ready to take the workload. A resumed run starts
         with the instances of the stage it was in (the earlier stages' trials have ended)."""
         self.local.start()
-        self._job_started = self._first_start()
-        stage = self._resumed_stage()
-        # A resumed run plans its rest again from the time left, at the speed it last saw.
-        replanned = self._replan(stage, self._last_speed()) if self.profile and stage else None
-        self._enter(stage, replanned)
-
-    def _resumed_stage(self) -> int:
-        if self.store is None or self.run_id is None or self.attempt == 1:
-            return 0
-        return max((row.stage for row in self.store.stages(self.run_id)), default=0)
-
-    def _first_start(self) -> float:
-        """When the job began: now, or when a resumed run's first stage did (the deadline
-        counts from there, the time between attempts included)."""
+        rows: Sequence[StageRow] = []  # a resumed run's stages so far
         if self.store is not None and self.run_id is not None and self.attempt > 1:
             rows = self.store.stages(self.run_id)
-            if rows:
-                return min(row.started_at for row in rows)
-        return self.clock()
-
-    def _last_speed(self) -> float | None:
-        if self.store is None or self.run_id is None:
-            return None
-        speeds = [row.speed for row in self.store.stages(self.run_id) if row.speed is not None]
-        return speeds[-1] if speeds else None
+        # The deadline counts from the first attempt's start, the time between attempts included.
+        self._job_started = min((row.started_at for row in rows), default=self.clock())
+        stage = max((row.stage for row in rows), default=0)
+        replanned = None
+        if self.profile is not None and stage > 0:
+            # A resumed run plans its rest again from the time left, at the speed it last saw.
+            speeds = [row.speed for row in rows if row.speed is not None]
+            replanned = self._replan(stage, speeds[-1] if speeds else None)
+        self._enter(stage, replanned)
 
     def setup(self, ref: WorkloadRef) -> None:
         self.local.setup(ref)  # instances launched later set it up as they start
@@ -306,7 +292,6 @@ class PlanExecutor:
         )
         before = " ".join(map(str, self.plan[stage:]))
         self.plan[stage:] = result.plan
-        self.replans.append(result)
         how = (
             f"stage {stage}: re-planned {before} -> {' '.join(map(str, result.plan))} "
             f"(trials took {result.speed:.2f}x the profile; estimated "
