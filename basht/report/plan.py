@@ -135,15 +135,23 @@ def plan_intensity(carbon_spec: Any) -> CarbonIntensity | None:
     return TableIntensity.for_zone(carbon_spec.region)
 
 
-def emissions_line(result: PlanResult, intensity: CarbonIntensity | None) -> str | None:
-    """The plan's and the best static cluster's emissions (an estimate, from their energy)."""
+def plan_emissions(result: PlanResult, intensity: CarbonIntensity | None) -> dict[str, Any] | None:
+    """The plan's and the best static cluster's emissions in grams (an estimate, from their
+    energy), at `intensity`; None without an intensity or the profile's power_w."""
     mine, static = result.estimate.energy_kwh, result.static_estimate.energy_kwh
     if intensity is None or mine is None or static is None:
         return None
     g = intensity.g_per_kwh(0.0)
+    return {"intensity": intensity.describe(), "plan_g": mine * g, "static_g": static * g}
+
+
+def emissions_line(result: PlanResult, intensity: CarbonIntensity | None) -> str | None:
+    carbon = plan_emissions(result, intensity)
+    if carbon is None:
+        return None
     return (
-        f"emissions (estimate): {mine * g / 1000:.3g} kgCO2eq for the plan, "
-        f"{static * g / 1000:.3g} for the best static cluster, at {intensity.describe()}"
+        f"emissions (estimate): {carbon['plan_g'] / 1000:.3g} kgCO2eq for the plan, "
+        f"{carbon['static_g'] / 1000:.3g} for the best static cluster, at {carbon['intensity']}"
     )
 
 
@@ -169,13 +177,8 @@ def plan_json(
     profile: Profile,
     intensity: CarbonIntensity | None = None,
 ) -> dict[str, Any]:
-    mine, static = result.estimate.energy_kwh, result.static_estimate.energy_kwh
-    carbon = None
-    if intensity is not None and mine is not None and static is not None:
-        g = intensity.g_per_kwh(0.0)
-        carbon = {"intensity": intensity.describe(), "plan_g": mine * g, "static_g": static * g}
     return {
-        "emissions_estimate": carbon,
+        "emissions_estimate": plan_emissions(result, intensity),
         "job": asdict(job) | {"stages": [asdict(s) for s in job.stages]},
         "instance": profile.price.describe(),
         "price": price_json(profile.price, profile.data_usd_per_instance),
