@@ -14,19 +14,22 @@ import os
 import platform
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from basht.energy.node import open_node_sources
+from basht.energy.sources import CombinedSource
 from basht.engine.local import LocalExecutor
-from basht.engine.messages import CONTINUE, PAUSE, TrialTask, WorkloadRef
+from basht.engine.messages import CONTINUE, PAUSE, TrialTask
 from basht.errors import BashtError
 from basht.experiment import Experiment
 from basht.plan.cluster import LocalProvider
 from basht.plan.profile import Profile, parse_instance
+
+T = TypeVar("T")
 
 #: How long one profiled trial may take before the profile gives up on it.
 TRIAL_TIMEOUT_S = 600.0
@@ -83,9 +86,7 @@ def measure(
             )
     space = experiment.search_space
     middle = space.from_units([0.5] * len(space))
-    spec = experiment.workload
-    memory_mb = experiment.resources.memory_per_worker_mb
-    ref = WorkloadRef(spec.name, dict(spec.params), experiment.seed, memory_mb=memory_mb)
+    ref = experiment.workload_ref()
     local = LocalExecutor(0, threads_per_gpu)
     local.start()
     scratch = tempfile.TemporaryDirectory(prefix="basht-profile-")
@@ -103,32 +104,31 @@ def measure(
         warm = [TrialTask(next(ids), dict(middle), ref, seed, target_budget=1) for _ in workers]
         _train(local, list(zip(warm, workers, strict=True)), 1, folder)
         meter = open_node_sources(experiment.measure, experiment.resources, most) if full else None
-        idle_w = _watts(meter, lambda: time.sleep(IDLE_S)) if meter else None
-        busy_j = busy_s = 0.0
-        samples, overheads = {}, []
-        for count in sorted(set(gpus)):
-            threads = count * threads_per_gpu
-            together = workers[: instance_gpus // count if full else 1]
-            tasks = [
-                TrialTask(next(ids), dict(middle), ref, seed, epochs, threads=threads)
-                for _ in together
-            ]
-            before = meter.read() if meter else None
-            timed = _train(local, list(zip(tasks, together, strict=True)), epochs, folder)
-            if meter and before:
-                after = meter.read()
-                busy_j += sum(after.energy_j.values()) - sum(before.energy_j.values())
-                busy_s += after.at - before.at
-            samples[count] = tuple(t for _, times in timed for t in (times[1:] or times))
-            overheads.extend(overhead for overhead, _ in timed)
+        _, idle_w = _metered(meter, lambda: time.sleep(IDLE_S))
+
+        def time_each_count() -> tuple[dict[int, tuple[float, ...]], list[float]]:
+            samples, overheads = {}, []
+            for count in sorted(set(gpus)):
+                threads = count * threads_per_gpu
+                together = workers[: instance_gpus // count if full else 1]
+                tasks = [
+                    TrialTask(next(ids), dict(middle), ref, seed, epochs, threads=threads)
+                    for _ in together
+                ]
+                timed = _train(local, list(zip(tasks, together, strict=True)), epochs, folder)
+                samples[count] = tuple(t for _, times in timed for t in (times[1:] or times))
+                overheads.extend(overhead for overhead, _ in timed)
+            return samples, overheads
+
+        (samples, overheads), busy_w = _metered(meter, time_each_count)
     finally:
         if meter is not None:
             meter.close()
         local.shutdown()
         scratch.cleanup()
     power = None
-    if meter is not None and idle_w is not None and busy_s > 0:
-        power = (idle_w, max(idle_w, busy_j / busy_s))  # busy below idle is noise
+    if idle_w is not None and busy_w is not None:
+        power = (idle_w, max(idle_w, busy_w))  # busy below idle is noise
     source = meter.name if meter is not None else ""
     return Measured(samples, startup, tuple(overheads), dict(middle), full, power, source)
 
@@ -138,12 +138,16 @@ def power_label(source: str) -> str:
     return "the estimate (no power counter here)" if source == "estimate" else source
 
 
-def _watts(meter: Any, wait: Any) -> float:
-    """This machine's mean watts over `wait()`, by `meter` (all its components together)."""
+def _metered(meter: CombinedSource | None, work: Callable[[], T]) -> tuple[T, float | None]:
+    """`work()`'s result, and this machine's mean watts while it ran by `meter` (all its
+    components together); None without a meter."""
+    if meter is None:
+        return work(), None
     before = meter.read()
-    wait()
+    result = work()
     after = meter.read()
-    return (sum(after.energy_j.values()) - sum(before.energy_j.values())) / (after.at - before.at)
+    joules = sum(after.energy_j.values()) - sum(before.energy_j.values())
+    return result, joules / (after.at - before.at)
 
 
 def _launch_time(local: LocalExecutor, gpus: int) -> float:
