@@ -21,6 +21,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from basht.engine.devices import check_share
+from basht.engine.messages import WorkloadRef
 from basht.errors import ExperimentError
 from basht.space import Choice, Float, Int, SearchSpace
 
@@ -532,6 +533,13 @@ class Experiment(BaseModel):
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=False)
+
+    def workload_ref(self) -> WorkloadRef:
+        """The workload as the processes that run its trials build it, with the memory each
+        trial may use."""
+        spec = self.workload
+        memory_mb = self.resources.memory_per_worker_mb
+        return WorkloadRef(spec.name, dict(spec.params), self.seed, memory_mb=memory_mb)
 
 
 #: What a run adds to the experiment it stores, derived rather than given (pS, and Table 1's

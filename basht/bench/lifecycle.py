@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from basht.engine.messages import WorkloadRef
 from basht.experiment import Experiment
 from basht.store import Store
 
@@ -64,14 +63,3 @@ class SystemUnderTest(Protocol):
 
     def undeploy(self) -> None:
         """Remove everything deploy made, so the next run starts clean."""
-
-
-def workload_ref(experiment: Experiment) -> WorkloadRef:
-    """The experiment's workload as the processes that run its trials build it."""
-    spec = experiment.workload
-    return WorkloadRef(
-        spec.name,
-        dict(spec.params),
-        experiment.seed,
-        memory_mb=experiment.resources.memory_per_worker_mb,
-    )

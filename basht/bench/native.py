@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from basht.bench.lifecycle import BestTrial, RunContext, workload_ref
+from basht.bench.lifecycle import BestTrial, RunContext
 from basht.engine import LocalExecutor, RayExecutor, TrialTask
 from basht.engine.ray_meter import NodeMeters
 from basht.engine.ray_nodes import NodeLedger
@@ -35,7 +35,7 @@ class NativeSystem:
     def __init__(self, ctx: RunContext):
         self.ctx = ctx
         exp = ctx.experiment
-        self.workload = workload_ref(exp)
+        self.workload = exp.workload_ref()
         self.executor: LocalExecutor | RayExecutor | PlanExecutor | None = None
         self.tuner: Tuner | None = None
         self._segment_start: dict[int, float] = {}

@@ -18,7 +18,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from basht.bench.lifecycle import BestTrial, RunContext, workload_ref
+from basht.bench.lifecycle import BestTrial, RunContext
 from basht.bench.native import best_trial_from_store
 from basht.bench.systems.channel import answer
 from basht.bench.systems.optuna_worker import OptimizePlan, Shared, open_storage, worker_main
@@ -51,7 +51,7 @@ class OptunaSystem:
         check_peer_experiment(ctx, self.name)
         self.ctx = ctx
         exp = ctx.experiment
-        self.workload = workload_ref(exp)
+        self.workload = exp.workload_ref()
         self.study_name = f"basht-{ctx.run_id}"
         url = ctx.store.url
         if url.startswith("sqlite"):

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from basht.bench.lifecycle import workload_ref
 from basht.bench.systems.channel import TrialChannel
 from basht.bench.systems.messages import Completing, Ended, Loaded, Reported, Started
 from basht.bench.systems.trial import (
@@ -144,7 +143,7 @@ class _OptunaTrial:
         self.study, self.experiment, self.plan = study, experiment, plan
         self.channel, self.index, self.cpus, self.shared = channel, index, cpus, shared
         self.search = experiment.search
-        self.ref = workload_ref(experiment)
+        self.ref = experiment.workload_ref()
         self.trial = study.ask()
         self.number: int = self.trial.number
         self.value: float | None = None

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from basht.bench.lifecycle import BestTrial, RunContext, workload_ref
+from basht.bench.lifecycle import BestTrial, RunContext
 from basht.bench.native import best_trial_from_store, record_ray_nodes
 from basht.bench.systems.channel import EventServer
 from basht.bench.systems.peer import check_peer_experiment, require
@@ -40,7 +40,7 @@ class RayTuneSystem:
         check_peer_experiment(ctx, self.name)
         self.ctx = ctx
         exp = ctx.experiment
-        self.workload = workload_ref(exp)
+        self.workload = exp.workload_ref()
         self.cluster: LocalRay | None = None
         # The cluster's nodes, for OC: looked at when deployed, after the run and at undeploy.
         self.nodes = NodeLedger(on_change=record_ray_nodes(ctx.store, ctx.run_id, ctx.attempt))
