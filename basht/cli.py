@@ -282,6 +282,35 @@ def report(
 
 
 @app.command()
+def curves(
+    run_id: Annotated[
+        str, typer.Argument(metavar="RUN", help="Run id, a unique prefix of it, or `latest`.")
+    ],
+    out: Annotated[
+        Path, typer.Option(help="The table to write (JSON; gzipped when it ends in .gz).")
+    ],
+    store: StoreOption = "sqlite:///basht.db",
+) -> None:
+    """Write RUN's measured learning curves as a table the simulator replays.
+
+    Every trial that reported each epoch up to max_budget is one row: record with `pruner: none`
+    (examples/digits-curves.yaml), then replay with `RecordedCurves.load(path)` or
+    `python benchmarks/asha_scale.py --curves path`.
+    """
+    from basht.engine.recorded import RecordedCurves
+
+    table = RecordedCurves.from_run(store, run_id)
+    path = table.save(out)
+    left = table.source["left_out"]
+    console.print(
+        f"{path}: {len(table)} configurations x {table.epochs} epochs of {table.metric} "
+        f"(mode {table.mode}) from run {table.source['run']}"
+        + (f"; {left} trials without a full curve left out" if left else "")
+        + f"; median load {table.load_s:.4g} s"
+    )
+
+
+@app.command()
 def plan(
     file: Annotated[Path, typer.Argument(help="Experiment file: its `search` is the SHA job.")],
     deadline: Annotated[str, typer.Option(help="When the job must be done: 5400, 90m, 1h30m.")],

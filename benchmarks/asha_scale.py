@@ -27,9 +27,16 @@ straggler model of RubberBand's simulator; results/asha_scale_stragglers.json is
 `--eta` and `--max-budget` change the rungs; results/asha_scale_eta4.json is the ASHA paper's
 own shape (eta 4, budgets 1..256) with seeds 0-9 (0-4 at 500 workers).
 
+`--curves FILE` replays measured learning curves instead (a `basht curves` table, e.g.
+data/digits-curves.json.gz: 1,000 configurations of digits-mlp trained to 81 epochs on this
+machine), each start and resume costing their median load time; times are then in virtual
+seconds, and `--target-top F` sets the target that a fraction F of the recorded configurations
+reach at some epoch (0.01 by default).
+
     python benchmarks/asha_scale.py [--workers 1 25 500] [--seeds 0 1 2 3 4]
         [--seeds-large SEED ...] [--target 0.93] [--trials-per-worker 200]
         [--straggler-p 0.05] [--straggler-factor 4] [--eta 3] [--max-budget 81] [--out FILE]
+        [--curves data/digits-curves.json.gz [--target-top 0.01]]
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ from _results import write_results
 from rich.console import Console
 from rich.table import Table
 
-from basht.engine import SyntheticCurve
+from basht.engine import RecordedCurves, SyntheticCurve
 from basht.space import Float, Int, SearchSpace
 from basht.tune import ASHA, SHA, AsyncHyperband, Hyperband
 from basht.tune.simulate import simulate
@@ -77,31 +84,36 @@ def run_one(
     straggler_factor: float = 4.0,
     eta: int = 3,
     max_budget: int = 81,
+    curves: RecordedCurves | None = None,
 ) -> dict[str, Any]:
-    """One simulated run; `wall_s` is real time, everything else virtual."""
+    """One simulated run on `SyntheticCurve` or, given `curves`, on measured curves (each start
+    and resume then costs their median load time); `wall_s` is real time, everything else
+    virtual."""
     make = ALGORITHMS[name]
     algorithm = make(
         SPACE,
         metric="accuracy",
-        mode="max",
+        mode=curves.mode if curves else "max",
         min_budget=1,
         max_budget=max_budget,
         eta=eta,
         seed=seed,
         max_trials=trials,
     )
-    curve = SyntheticCurve(seed=seed)
+    curve = curves.with_seed(seed) if curves else SyntheticCurve(seed=seed)
     started = time.perf_counter()
     result = simulate(
         algorithm,
         workers,
         curve,
         seed=seed,
+        load_s=curves.load_s if curves else 0.0,
         straggler_p=straggler_p,
         straggler_factor=straggler_factor,
     )
     wall_s = time.perf_counter() - started
-    reached = next((t for t, v in result.trace if v >= target), None)
+    better = (lambda v: v >= target) if algorithm.mode == "max" else (lambda v: v <= target)
+    reached = next((t for t, v in result.trace if better(v)), None)
     return {
         "algorithm": name,
         "workers": workers,
@@ -173,27 +185,35 @@ def _summary_row(
     }
 
 
-def _minutes(seconds: float | None) -> str:
-    return "never" if seconds is None else f"{seconds / 60:.2f}"
+def _in(unit: str, seconds: float | None) -> str:
+    if seconds is None:
+        return "never"
+    return f"{seconds / 60:.2f}" if unit == "min" else f"{seconds:.3f}"
 
 
 def print_table(
-    summary: list[dict[str, Any]], target: float, eta: int = 3, max_budget: int = 81
+    summary: list[dict[str, Any]],
+    target: float,
+    eta: int = 3,
+    max_budget: int = 81,
+    landscape: str = "SyntheticCurve",
+    unit: str = "min",
 ) -> None:
+    """`unit` is "min" for the synthetic landscape's minutes-long epochs, "s" for measured ones."""
     table = Table(
-        title=f"time to accuracy >= {target}: median over seeds (virtual minutes), "
-        f"eta {eta}, budgets 1..{max_budget}"
+        title=f"time to a value reaching {target:.4g} on {landscape}: median over seeds "
+        f"(virtual {unit}), eta {eta}, budgets 1..{max_budget}"
     )
     columns = (
         "workers",
         "trials",
         "algorithm",
         "reached",
-        "median time to target (min)",
+        f"median time to target ({unit})",
         "vs ASHA",
         "ASHA faster in",
         "trained to max",
-        "first at max (min)",
+        f"first at max ({unit})",
         "median wall (s)",
         "max wall (s)",
     )
@@ -209,11 +229,11 @@ def print_table(
             f"{s['trials']:,}",
             s["algorithm"],
             f"{s['reached']}/{n}",
-            _minutes(s["median_time_to_target_s"]),
+            _in(unit, s["median_time_to_target_s"]),
             "-" if s["ratio_vs_asha"] is None else f"{s['ratio_vs_asha']:.2f}x",
             "-" if s["algorithm"] == "ASHA" else f"{s['asha_faster_in']}/{n}",
             f"{s['median_trained_to_max']:g}",
-            _minutes(s["median_first_at_max_s"]),
+            _in(unit, s["median_first_at_max_s"]),
             f"{s['median_wall_s']:.2f}",
             f"{s['max_wall_s']:.2f}",
         )
@@ -224,7 +244,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 25, 500])
     parser.add_argument("--trials-per-worker", type=int, default=200)
-    parser.add_argument("--target", type=float, default=0.93)
+    parser.add_argument(
+        "--target", type=float, default=None, help="the value to reach (default 0.93)"
+    )
+    parser.add_argument(
+        "--curves",
+        type=Path,
+        default=None,
+        help="replay measured curves (a RecordedCurves file) instead of SyntheticCurve",
+    )
+    parser.add_argument(
+        "--target-top",
+        type=float,
+        default=None,
+        help="with --curves: the target that this fraction of the recorded configurations "
+        "reach (0.01: one in a hundred); the default without --target",
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument(
         "--seeds-large",
@@ -249,6 +284,17 @@ def main() -> None:
     )
     args = parser.parse_args()
     seeds_large = args.seeds_large if args.seeds_large is not None else args.seeds
+    curves = RecordedCurves.load(args.curves) if args.curves else None
+    if args.target_top is not None and curves is None:
+        parser.error("--target-top needs --curves")
+    if args.target_top is not None and args.target is not None:
+        parser.error("give --target or --target-top, not both")
+    if args.target is not None:
+        target = args.target
+    elif curves is not None:
+        target = curves.target(args.target_top if args.target_top is not None else 0.01)
+    else:
+        target = 0.93
 
     started = time.perf_counter()
     runs = []
@@ -261,24 +307,35 @@ def main() -> None:
                         name,
                         workers,
                         trials,
-                        args.target,
+                        target,
                         seed,
                         args.straggler_p,
                         args.straggler_factor,
                         args.eta,
                         args.max_budget,
+                        curves,
                     )
                 )
     total_s = time.perf_counter() - started
 
     summary = summarize(runs)
-    print_table(summary, args.target, args.eta, args.max_budget)
+    landscape = f"curves recorded in {args.curves.name}" if curves else "SyntheticCurve"
+    print_table(summary, target, args.eta, args.max_budget, landscape, "s" if curves else "min")
     print(f"{len(runs)} simulations in {total_s:.0f} s")
     write_results(
         args.out,
         "asha_scale",
         {
-            "target": args.target,
+            "target": target,
+            "landscape": {
+                "curves": str(args.curves),
+                "configurations": len(curves),
+                "target_top": args.target_top,
+                "load_s": curves.load_s,
+                "source": curves.source,
+            }
+            if curves
+            else "SyntheticCurve",
             "trials_per_worker": args.trials_per_worker,
             "straggler_p": args.straggler_p,
             "straggler_factor": args.straggler_factor,

@@ -11,6 +11,7 @@ from basht.engine.messages import (
     WorkloadRef,
 )
 from basht.engine.ray_executor import RayExecutor
+from basht.engine.recorded import RecordedCurves
 from basht.engine.simulated import FunctionCurve, LearningCurve, SimulatedExecutor, SyntheticCurve
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "LocalExecutor",
     "PAUSE",
     "RayExecutor",
+    "RecordedCurves",
     "STOP",
     "SimulatedExecutor",
     "SyntheticCurve",

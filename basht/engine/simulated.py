@@ -64,6 +64,39 @@ _LOG_HALF = math.log(0.5)
 _TWO_52 = 2.0**52
 
 
+class ConfigDigest:
+    """48 bytes that identify (seed, config), the same on every run and in every process.
+
+    The values are packed as doubles in name order, so no float is printed; configurations with
+    other values (strings, lists) fall back to repr. The packing is made once per set of names.
+    """
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+        # names in the config's order -> (prefix, a getter of the values in name order, packer)
+        self._layouts: dict[tuple[str, ...], tuple[bytes, Callable[..., Any], struct.Struct]] = {}
+
+    def __call__(self, config: dict[str, Any]) -> bytes:
+        names = tuple(config)
+        layout = self._layouts.get(names)
+        if layout is None:
+            layout = self._layouts[names] = self._layout(names)
+        prefix, values, packer = layout
+        try:
+            packed = packer.pack(*values(config))
+        except struct.error:
+            packed = repr(sorted(config.items())).encode()
+        return hashlib.blake2b(prefix + packed, digest_size=48).digest()
+
+    def _layout(self, names: tuple[str, ...]) -> tuple[bytes, Callable[..., Any], struct.Struct]:
+        ordered = tuple(sorted(names))
+        prefix = b"%d|%s|" % (self.seed, "|".join(ordered).encode())
+        values = operator.itemgetter(*ordered)
+        if len(ordered) == 1:  # itemgetter of one name gives the value, not a tuple
+            values = lambda config, _get=values: (_get(config),)  # noqa: E731
+        return prefix, values, struct.Struct(f"<{len(names)}d")
+
+
 class SyntheticCurve:
     """A seeded family of realistic learning curves, in the spirit of the ASHA paper's surrogates.
 
@@ -113,32 +146,7 @@ class SyntheticCurve:
         self._time_residual = math.sqrt(1.0 - rho_time * rho_time)
         # id(config) -> `_entry(config)`; the stored reference keeps the id from being reused.
         self._cache: dict[int, tuple[Any, ...]] = {}
-        # names in the config's order -> (prefix, a getter of the values in name order, packer)
-        self._layouts: dict[tuple[str, ...], tuple[bytes, Callable[..., Any], struct.Struct]] = {}
-
-    def _digest(self, config: dict[str, Any]) -> bytes:
-        """48 bytes that identify (seed, config): its values packed as doubles in name order, so
-        no float is printed; configurations with other values (strings, lists) fall back to repr.
-        """
-        names = tuple(config)
-        layout = self._layouts.get(names)
-        if layout is None:
-            layout = self._layouts[names] = self._layout(names)
-        prefix, values, packer = layout
-        try:
-            packed = packer.pack(*values(config))
-        except struct.error:
-            packed = repr(sorted(config.items())).encode()
-        return hashlib.blake2b(prefix + packed, digest_size=48).digest()
-
-    def _layout(self, names: tuple[str, ...]) -> tuple[bytes, Callable[..., Any], struct.Struct]:
-        """How `_digest` packs configurations with these names: made once per set of names."""
-        ordered = tuple(sorted(names))
-        prefix = b"%d|%s|" % (self.seed, "|".join(ordered).encode())
-        values = operator.itemgetter(*ordered)
-        if len(ordered) == 1:  # itemgetter of one name gives the value, not a tuple
-            values = lambda config, _get=values: (_get(config),)  # noqa: E731
-        return prefix, values, struct.Struct(f"<{len(names)}d")
+        self._digest = ConfigDigest(seed)
 
     def params(self, config: dict[str, Any]) -> tuple[float, float, float, float, int]:
         """(a_inf, a0, k, seconds per epoch, noise key) of one configuration."""
