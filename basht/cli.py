@@ -311,6 +311,57 @@ def curves(
 
 
 @app.command()
+def simulate(
+    file: Annotated[Path, typer.Argument(help="Experiment file (YAML or JSON).")],
+    curves: Annotated[
+        Path, typer.Option(help="Measured curves to replay (a `basht curves` table).")
+    ],
+    workers: Annotated[
+        int | None, typer.Option(min=1, help="Simulated workers (default: the file's).")
+    ] = None,
+    pruners: Annotated[
+        str, typer.Option(help="Comma-separated pruners to compare.")
+    ] = "sha,hyperband,asha,async-hyperband",
+    seeds: Annotated[int, typer.Option(min=1, help="Runs per pruner, seeds 0..N-1.")] = 3,
+    target: Annotated[
+        float | None, typer.Option(help="The value to reach (default: search.target).")
+    ] = None,
+    target_top: Annotated[
+        float | None,
+        typer.Option(help="The target that this fraction of the recorded configurations reach."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
+) -> None:
+    """What FILE's search would take with each pruner at WORKERS workers, on a virtual clock.
+
+    Replays measured curves (record them with `pruner: none` and `basht curves`), so 500
+    workers and 100,000 trials take seconds; times are virtual, medians over the seeds.
+    """
+    from basht.engine.recorded import RecordedCurves
+    from basht.experiment import load_experiment
+    from basht.report.console import simulation_table
+    from basht.tune.simulate import simulate_experiment
+
+    if target is not None and target_top is not None:
+        raise BashtError("--target and --target-top: give one")
+    table = RecordedCurves.load(curves)
+    if target_top is not None:
+        target = table.target(target_top)
+    rows = simulate_experiment(
+        load_experiment(file),
+        table,
+        pruners=[p.strip() for p in pruners.split(",") if p.strip()],
+        workers=workers,
+        seeds=range(seeds),
+        target=target,
+    )
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+    else:
+        console.print(simulation_table(rows, curves.name))
+
+
+@app.command()
 def plan(
     file: Annotated[Path, typer.Argument(help="Experiment file: its `search` is the SHA job.")],
     deadline: Annotated[str, typer.Option(help="When the job must be done: 5400, 90m, 1h30m.")],

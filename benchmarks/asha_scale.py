@@ -55,7 +55,7 @@ from rich.table import Table
 from basht.engine import RecordedCurves, SyntheticCurve
 from basht.space import Float, Int, SearchSpace
 from basht.tune import ASHA, SHA, AsyncHyperband, Hyperband
-from basht.tune.simulate import simulate
+from basht.tune.simulate import median_time, simulate
 
 SPACE = SearchSpace(
     {
@@ -129,13 +129,6 @@ def run_one(
         "best_value": result.best_value,
         "wall_s": wall_s,
     }
-
-
-def median_time(times: list[float | None]) -> float | None:
-    """The median time-to-target, a run that never reached the target counting as infinitely
-    slow: None ("never") when half or more never reached it."""
-    median = statistics.median(math.inf if t is None else t for t in times)
-    return None if math.isinf(median) else median
 
 
 def _faster(a: float | None, b: float | None) -> bool:

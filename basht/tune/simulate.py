@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import gc
+import math
+import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from basht.engine.messages import WorkloadRef
+from basht.engine.recorded import RecordedCurves
 from basht.engine.simulated import LearningCurve, SimulatedExecutor
+from basht.errors import BashtError
+from basht.experiment import Experiment
 from basht.tune.base import Algorithm
+from basht.tune.factory import describe, make_algorithm
 from basht.tune.tuner import Tuner
 
 
@@ -110,3 +118,89 @@ def simulate(
         counts={k: v for k, v in status.counts.items() if v},
         wall_s=wall_s,
     )
+
+
+def median_time(times: list[float | None]) -> float | None:
+    """The median time-to-target, a run that never reached the target counting as infinitely
+    slow: None ("never") when half or more never reached it."""
+    median = statistics.median(math.inf if t is None else t for t in times)
+    return None if math.isinf(median) else median
+
+
+PRUNERS = ("none", "sha", "hyperband", "asha", "async-hyperband")
+
+
+def simulate_experiment(
+    experiment: Experiment,
+    curves: RecordedCurves,
+    *,
+    pruners: Sequence[str] = ("sha", "hyperband", "asha", "async-hyperband"),
+    workers: int | None = None,
+    seeds: Sequence[int] = (0, 1, 2),
+    target: float | None = None,
+) -> list[dict[str, Any]]:
+    """The experiment's search with each pruner in turn, on `workers` simulated workers (the
+    file's by default) replaying measured `curves`: what each would have taken to reach `target`
+    (the file's `search.target` by default), in virtual seconds, median over `seeds`.
+
+    Each seed is one run: the experiment's seed plus it for the algorithm, and the curves drawn
+    for it. Promotion is assumed (the recorded workload stood for one that checkpoints).
+    """
+    search = experiment.search
+    if search.metric != curves.metric or search.mode != curves.mode:
+        raise BashtError(
+            f"the experiment tunes {search.metric!r} ({search.mode}) but the curves recorded "
+            f"{curves.metric!r} ({curves.mode})"
+        )
+    if search.max_budget is None or search.max_budget > curves.epochs:
+        raise BashtError(
+            f"search.max_budget is {search.max_budget}; the curves end at epoch {curves.epochs}"
+        )
+    if search.max_trials is None:
+        raise BashtError("simulating needs search.max_trials, or it would not end")
+    unknown = [p for p in pruners if p not in PRUNERS]
+    if unknown or not pruners or not seeds:
+        raise BashtError(f"pruners must be among {', '.join(PRUNERS)}, and seeds not empty")
+    target = search.target if target is None else target
+    workers = experiment.resources.workers if workers is None else workers
+    if workers < 1:
+        raise BashtError(f"workers must be at least 1, not {workers}")
+    rows = []
+    for pruner in pruners:
+        runs = []
+        for seed in seeds:
+            variant = experiment.model_copy(
+                update={
+                    "seed": experiment.seed + seed,
+                    "search": search.model_copy(update={"pruner": pruner, "target": None}),
+                }
+            )
+            algorithm = make_algorithm(variant)
+            runs.append(
+                simulate(
+                    algorithm,
+                    workers,
+                    curves.with_seed(experiment.seed + seed),
+                    target=target,
+                    seed=seed,
+                    load_s=curves.load_s,
+                )
+            )
+        rows.append(
+            {
+                "pruner": pruner,
+                "algorithm": describe(variant, algorithm),
+                "workers": workers,
+                "seeds": list(seeds),
+                "target": target,
+                "reached": sum(r.time_to_target_s is not None for r in runs),
+                "median_time_to_target_s": median_time([r.time_to_target_s for r in runs]),
+                "median_best_value": statistics.median(r.best_value for r in runs),
+                "median_makespan_s": statistics.median(r.makespan_s for r in runs),
+                "median_trained_to_max": statistics.median(
+                    r.counts.get("completed", 0) for r in runs
+                ),
+                "median_wall_s": statistics.median(r.wall_s for r in runs),
+            }
+        )
+    return rows
