@@ -55,7 +55,7 @@ from rich.table import Table
 from basht.engine import RecordedCurves, SyntheticCurve
 from basht.space import Float, Int, SearchSpace
 from basht.tune import ASHA, SHA, AsyncHyperband, Hyperband
-from basht.tune.simulate import median_time, simulate
+from basht.tune.simulate import first_reaching, median_time, simulate
 
 SPACE = SearchSpace(
     {
@@ -112,8 +112,8 @@ def run_one(
         straggler_factor=straggler_factor,
     )
     wall_s = time.perf_counter() - started
-    better = (lambda v: v >= target) if algorithm.mode == "max" else (lambda v: v <= target)
-    reached = next((t for t, v in result.trace if better(v)), None)
+    # measured on the trace, not by simulate(target=...), which would stop the run there
+    reached = first_reaching(result.trace, target, algorithm.mode)
     return {
         "algorithm": name,
         "workers": workers,

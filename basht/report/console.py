@@ -163,30 +163,34 @@ def print_result(summary: dict[str, Any], console: Console | None = None) -> Non
 
 
 def simulation_table(rows: list[dict[str, Any]], curves: str) -> Table:
-    """`basht simulate`: one row per pruner, virtual seconds, medians over the seeds."""
+    """`basht simulate`: one row per pruner, virtual seconds, medians over the seeds. With a
+    target, how many seeds reached it and when; without, when the runs ended."""
     first = rows[0]
     target, seeds = first["target"], len(first["seeds"])
     table = Table(
         title=f"{first['workers']} simulated workers, curves recorded in {curves}, "
         f"medians over {seeds} seeds" + ("" if target is None else f", target {target:.4g}")
     )
-    columns = ["pruner", "best value", "trained to max", "wall (s)"]
-    if target is None:
-        columns[2:2] = ["run ends (virtual s)"]
-    else:
-        columns[1:1] = ["reached", "to target (virtual s)"]
-    for column in columns:
+
+    def timing(row: dict[str, Any]) -> list[str]:
+        if target is None:
+            return [fmt(row["median_best_value"]), fmt(row["median_makespan_s"])]
+        to_target = row["median_time_to_target_s"]
+        reached = "never" if to_target is None else fmt(to_target)
+        return [f"{row['reached']}/{seeds}", reached, fmt(row["median_best_value"])]
+
+    middle = (
+        ["best value", "run ends (virtual s)"]
+        if target is None
+        else ["reached", "to target (virtual s)", "best value"]
+    )
+    for column in ["pruner", *middle, "trained to max", "wall (s)"]:
         table.add_column(column, justify="left" if column == "pruner" else "right")
     for row in rows:
-        if target is None:
-            times = [fmt(row["median_makespan_s"])]
-        else:
-            to_target = row["median_time_to_target_s"]
-            times = [f"{row['reached']}/{seeds}", "never" if to_target is None else fmt(to_target)]
-        cells = [fmt(row["median_best_value"]), f"{row['median_trained_to_max']:g}"]
-        if target is None:
-            cells[1:1] = times
-        else:
-            cells[0:0] = times
-        table.add_row(row["pruner"], *cells, f"{row['median_wall_s']:.2f}")
+        table.add_row(
+            row["pruner"],
+            *timing(row),
+            f"{row['median_trained_to_max']:g}",
+            f"{row['median_wall_s']:.2f}",
+        )
     return table

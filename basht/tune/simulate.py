@@ -8,13 +8,13 @@ import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 from basht.engine.messages import WorkloadRef
 from basht.engine.recorded import RecordedCurves
 from basht.engine.simulated import LearningCurve, SimulatedExecutor
 from basht.errors import BashtError
-from basht.experiment import Experiment
+from basht.experiment import Experiment, SearchSpec
 from basht.tune.base import Algorithm
 from basht.tune.factory import describe, make_algorithm
 from basht.tune.tuner import Tuner
@@ -102,10 +102,9 @@ def simulate(
         if collecting:
             gc.enable()
     wall_s = time.perf_counter() - started
-    time_to_target = None
-    if target is not None:
-        reached = (lambda v: v >= target) if algorithm.mode == "max" else (lambda v: v <= target)
-        time_to_target = next((at for at, value in executor.trace if reached(value)), None)
+    time_to_target = (
+        None if target is None else first_reaching(executor.trace, target, algorithm.mode)
+    )
     return SimulationResult(
         makespan_s=executor.now(),
         trials=len(tuner.trials),
@@ -120,6 +119,14 @@ def simulate(
     )
 
 
+def first_reaching(
+    trace: list[tuple[float, float]] | None, target: float, mode: str
+) -> float | None:
+    """When a value in `trace` ((time, value) pairs in time order) first reached `target`."""
+    reached = (lambda v: v >= target) if mode == "max" else (lambda v: v <= target)
+    return next((at for at, value in trace or () if reached(value)), None)
+
+
 def median_time(times: list[float | None]) -> float | None:
     """The median time-to-target, a run that never reached the target counting as infinitely
     slow: None ("never") when half or more never reached it."""
@@ -127,7 +134,7 @@ def median_time(times: list[float | None]) -> float | None:
     return None if math.isinf(median) else median
 
 
-PRUNERS = ("none", "sha", "hyperband", "asha", "async-hyperband")
+PRUNERS: tuple[str, ...] = get_args(SearchSpec.model_fields["pruner"].annotation)
 
 
 def simulate_experiment(
