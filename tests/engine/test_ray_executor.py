@@ -204,6 +204,7 @@ def test_a_cluster_address_nothing_answers_at_is_a_one_line_error(spec, tmp_path
     done = subprocess.run(
         [sys.executable, "-m", "basht.cli", "run", "-q", str(path)],
         env=_env(),
+        cwd=tmp_path,  # results/<run-id>/ goes there, not into the checkout
         capture_output=True,
         text=True,
         timeout=120,  # a guard: Ray alone would retry for many minutes
