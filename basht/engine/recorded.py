@@ -7,15 +7,19 @@ e.g. `examples/digits-curves.yaml`): the store keeps each epoch's validation val
 simulator replays it, so tuning algorithms can be compared at 500 workers on curves that were
 measured, not modelled (Syne Tune's tabulated benchmarks do the same).
 
-A suggested configuration is mapped to one recorded row by a hash of (seed, configuration). With
-random sampling this draws rows uniformly, with replacement; the search space's values choose
-nothing else, so the table suits random search and early stopping, not model-based samplers.
+Each new configuration takes the next row of a seeded shuffle of the table, so a run draws every
+row once before any twice (Syne Tune's searchers likewise suggest no configuration twice on a
+tabulated benchmark), then goes on with a new shuffle; the same configuration, met again (a
+resumed trial), replays its own row. With as many trials as rows a run replays exactly the
+recorded population. The search space's values choose nothing else, so the table suits random
+search and early stopping, not model-based samplers.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import random
 import statistics
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -47,6 +51,10 @@ class RecordedCurves:
     # id(config) -> (config, row): the stored reference keeps the id from being reused
     _rows: dict[int, tuple[dict[str, Any], int]] = field(init=False, repr=False, compare=False)
     _digest: ConfigDigest = field(init=False, repr=False, compare=False)
+    # every configuration met so far (by digest) -> its row, and the rows this pass has left
+    _drawn: dict[bytes, int] = field(init=False, repr=False, compare=False)
+    _left: list[int] = field(init=False, repr=False, compare=False)
+    _shuffle: random.Random = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.mode not in ("max", "min"):
@@ -62,8 +70,9 @@ class RecordedCurves:
         epochs = {len(row) for row in (*self.values, *self.seconds)}
         if len(epochs) != 1 or 0 in epochs:
             raise BashtError("recorded curves: every row must have the same number of epochs")
-        self._rows = {}
+        self._rows, self._drawn, self._left = {}, {}, []
         self._digest = ConfigDigest(self.seed)
+        self._shuffle = random.Random(self.seed)
 
     @property
     def epochs(self) -> int:
@@ -73,15 +82,23 @@ class RecordedCurves:
         return len(self.values)
 
     def with_seed(self, seed: int) -> RecordedCurves:
-        """The same table, rows drawn for another seed (one landscape per benchmark seed)."""
+        """The same table, rows drawn afresh in the order of `seed` (one landscape per benchmark
+        seed; give each simulation its own, since drawing moves through the shuffle)."""
         return replace(self, seed=seed)
 
     def row(self, config: dict[str, Any]) -> int:
-        """The recorded row that stands for `config`."""
+        """The recorded row that stands for `config`: its own if it was met before, else the
+        next of the shuffle (a new shuffle once every row has been drawn)."""
         cached = self._rows.get(id(config))
         if cached is not None and cached[0] is config:
             return cached[1]
-        row = int.from_bytes(self._digest(config)[:8], "little") % len(self.values)
+        key = self._digest(config)
+        row = self._drawn.get(key)
+        if row is None:
+            if not self._left:
+                self._left = list(range(len(self.values)))
+                self._shuffle.shuffle(self._left)
+            row = self._drawn[key] = self._left.pop()
         if len(self._rows) >= 65536:
             self._rows.clear()  # bounded: only running trials' configs need to stay
         self._rows[id(config)] = (config, row)

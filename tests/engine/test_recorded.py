@@ -13,7 +13,7 @@ from basht.engine import RecordedCurves
 from basht.errors import BashtError
 from basht.space import Float, SearchSpace
 from basht.store import Store
-from basht.tune import ASHA, SHA
+from basht.tune import ASHA, SHA, RandomSearch
 from basht.tune.simulate import simulate
 
 
@@ -84,16 +84,33 @@ def test_a_configuration_replays_one_row_the_same_way_each_time():
     assert rows == {0, 1, 2}  # another seed, another draw
 
 
-def test_random_configurations_draw_rows_evenly():
+def test_every_row_is_drawn_once_before_any_twice():
     curves = _table([[float(i)] for i in range(10)])
     space = SearchSpace({"x": Float(0.0, 1.0)})
     import numpy as np
 
     rng = np.random.default_rng(0)
-    counts = [0] * 10
-    for _ in range(5000):
-        counts[curves.row(space.sample(rng))] += 1
-    assert min(counts) > 400 and max(counts) < 600
+    configs = [space.sample(rng) for _ in range(25)]
+    rows = [curves.row(config) for config in configs]
+    assert sorted(rows[:10]) == sorted(rows[10:20]) == list(range(10))  # two full passes
+    assert len(set(rows[20:])) == 5 and rows[:10] != rows[10:20]  # each pass its own order
+    assert [curves.row(dict(c)) for c in configs] == rows  # met again: the same row
+    again = curves.with_seed(0)
+    assert [again.row(c) for c in configs] == rows  # a seed is one order
+    other = curves.with_seed(1)
+    assert [other.row(c) for c in configs][:10] != rows[:10]
+
+
+def test_as_many_trials_as_rows_replay_the_recorded_population():
+    values = [[0.01 * ((7 * i) % 40), 0.01 * ((11 * i) % 40)] for i in range(40)]
+    curves = _table(values)
+    space = SearchSpace({"x": Float(0.0, 1.0)})
+    for seed in range(5):  # drawn with replacement, the best row would be missed 1 time in 3
+        algorithm = RandomSearch(space, metric="accuracy", max_budget=2, max_trials=40, seed=seed)
+        result = simulate(algorithm, 3, curves.with_seed(seed))
+        assert result.trials == 40
+        assert result.best_value == max(max(row) for row in values)
+        assert result.best_completed == max(row[1] for row in values)
 
 
 def test_the_target_is_as_rare_as_asked():
