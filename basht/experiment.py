@@ -144,7 +144,7 @@ class WorkloadSpec(_Strict):
 
 
 class SearchSpec(_Strict):
-    sampler: Literal["random", "grid", "tpe"] = "random"  # tpe: system optuna only
+    sampler: Literal["random", "grid", "tpe"] = "random"  # tpe: native and optuna
     pruner: Literal["none", "sha", "asha", "hyperband", "async-hyperband"] = "none"
     metric: str = "accuracy"
     mode: Literal["min", "max"] = "max"
@@ -416,8 +416,8 @@ class Experiment(BaseModel):
         if self.hyperparameter is not None and self.search.sampler != "grid":
             # The original form is a grid by definition.
             self.search = self.search.model_copy(update={"sampler": "grid"})
-        if self.search.sampler == "tpe" and self.system != "optuna":
-            raise _at("search.sampler", "tpe is Optuna's; use it with system: optuna")
+        if self.search.sampler == "tpe" and self.system == "raytune":
+            raise _at("search.sampler", "tpe runs with system native or optuna, not raytune")
         if self.search.sampler == "grid" and not self.search_space.is_finite:
             raise _at("search.sampler", "grid needs a finite space (give `step` or use `choice`)")
         search = self.search

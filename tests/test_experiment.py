@@ -130,6 +130,11 @@ BAD = [
         "exp.yaml: resources.accelerator: gpu runs with system: native; system: raytune trains",
     ),
     (
+        "tpe on Ray Tune",
+        lambda s: s.update(system="raytune") or s["search"].update(sampler="tpe"),
+        "exp.yaml: search.sampler: tpe runs with system native or optuna, not raytune",
+    ),
+    (
         "a peer on fluid",
         lambda s: s.update(system="optuna", engine={"scheduler": "fluid"}),
         "exp.yaml: engine.scheduler: fluid is Basht's engine; system: optuna places",

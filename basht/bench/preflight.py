@@ -10,6 +10,7 @@ resolves them (the same functions), so a file that passes does not fail for thes
 - `measure.carbon` and `measure.price` resolve (no network: a live carbon source is only set up);
 - `store` is a SQLAlchemy URL whose dialect and driver are installed (`postgresql://` means
   psycopg, as in the store);
+- `search.sampler: tpe` finds Optuna, whose TPE it fits;
 - a fixed `measure.prometheus_port` can be bound on the host the exporter serves on (bound and
   closed at once; 0, a free port, needs no check).
 
@@ -53,6 +54,7 @@ def preflight(experiment: Experiment, source: str | None = None) -> Any:
     _check_carbon(experiment, where)
     _check_price(experiment, where)
     _check_store(experiment.store, where)
+    _check_sampler(experiment, where)
     _check_prometheus_port(experiment.measure.prometheus_port, where)
     return workload
 
@@ -235,6 +237,18 @@ def _check_store(url: str, where: str) -> None:
         resolve_url(url)
     except StoreURLError as err:
         raise ExperimentError(f"{where}: store: {err.reason}") from None
+
+
+def _check_sampler(experiment: Experiment, where: str) -> None:
+    """The native `tpe` sampler imports Optuna when the run builds it; find it now instead."""
+    if experiment.search.sampler != "tpe" or experiment.system != "native":
+        return
+    from basht.tune.tpe import NEEDS_OPTUNA, TPESampler
+
+    try:
+        TPESampler(experiment.search_space, experiment.seed, experiment.search.mode)
+    except BashtError:
+        raise ExperimentError(f"{where}: search.sampler: {NEEDS_OPTUNA}") from None
 
 
 def _check_prometheus_port(port: int | None, where: str) -> None:

@@ -7,6 +7,7 @@ from basht.tune.hyperband import SHA, Hyperband, SynchronousHyperband
 from basht.tune.replay import ReplayError, replay
 from basht.tune.rungs import rung_levels
 from basht.tune.samplers import GridSampler, RandomSampler
+from basht.tune.tpe import TPESampler
 from basht.tune.tuner import Tuner, TunerStatus, trial_seed
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "ReplayError",
     "Suggestion",
     "SynchronousHyperband",
+    "TPESampler",
     "Tuner",
     "TunerStatus",
     "replay",

@@ -1,4 +1,5 @@
-"""What every algorithm shares: drawing new configurations within a trial limit, and validation."""
+"""What every algorithm shares: drawing new configurations within a trial limit (and telling a
+sampler that learns what they reached), and validation."""
 
 from __future__ import annotations
 
@@ -12,12 +13,24 @@ class NewConfigs:
     """Numbers and draws new configurations until `max_trials` or the sampler runs out."""
 
     def __init__(
-        self, space: SearchSpace, sampler: str | Sampler, seed: int, max_trials: int | None
+        self,
+        space: SearchSpace,
+        sampler: str | Sampler,
+        seed: int,
+        max_trials: int | None,
+        mode: str = "max",
     ):
-        self.sampler = make_sampler(sampler, space, seed) if isinstance(sampler, str) else sampler
+        if isinstance(sampler, str):
+            sampler = make_sampler(sampler, space, seed, mode)
+        elif getattr(sampler, "mode", mode) != mode:  # a model would chase the wrong end
+            raise ValueError(f"the sampler's mode {sampler.mode!r} is not the algorithm's {mode!r}")
+        self.sampler = sampler
         self.max_trials = max_trials
         self.next_id = 0
         self.exhausted = False
+        # A sampler that learns is told each ranked result; it needs the configuration again.
+        self._observe = getattr(sampler, "observe", None)
+        self._configs: dict[int, dict[str, Any]] = {}
 
     def available(self, count: int = 1) -> int:
         """How many of `count` new configurations may still be drawn (0 when none)."""
@@ -36,7 +49,14 @@ class NewConfigs:
             return None
         trial_id = self.next_id
         self.next_id += 1
+        if self._observe is not None:
+            self._configs[trial_id] = config
         return trial_id, config
+
+    def observe(self, trial_id: int, budget: int, value: float) -> None:
+        """Tell the sampler, if it learns, that `trial_id` reached `value` at `budget`."""
+        if self._observe is not None:
+            self._observe(self._configs[trial_id], budget, value)
 
 
 def check_budgets(min_budget: int, max_budget: int | None, eta: int) -> None:

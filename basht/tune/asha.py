@@ -135,7 +135,7 @@ class AsyncSuccessiveHalving:
         self.metric, self.mode, self.eta, self.variant = metric, mode, eta, variant
         self.min_budget, self.max_budget = min_budget, max_budget
         self.brackets = [_Bracket(min_budget, max_budget, eta, s) for s in brackets]
-        self.new = NewConfigs(space, sampler, seed, max_trials)
+        self.new = NewConfigs(space, sampler, seed, max_trials, mode)
         self.trials: dict[int, _Trial] = {}
         self.arrivals = 0
         # Bracket choice has its own stream, so it never shifts the configurations drawn.
@@ -176,14 +176,16 @@ class AsyncSuccessiveHalving:
         trial = self.trials[trial_id]
         if budget < trial.budget:
             return _CONTINUE  # between rungs: most per-epoch reports end here
-        return self._reach(trial_id, trial, budget, signed(value, self.mode))
+        return self._reach(trial_id, trial, budget, value)
 
-    def _reach(self, trial_id: int, trial: _Trial, budget: int, cost: float) -> Decision:
+    def _reach(self, trial_id: int, trial: _Trial, budget: int, value: float) -> Decision:
         """Record a report at every rung it reached (one, unless it jumped several)."""
         bracket = self.brackets[trial.bracket]
+        cost = signed(value, self.mode)
         while budget >= trial.budget:
             k = trial.rung
             self.arrivals += 1
+            self.new.observe(trial_id, trial.budget, value)
             goes_on = bracket.add(k, trial_id, cost, self.arrivals)
             if bracket.is_top(k):
                 return _CONTINUE  # at the maximum budget: the trial completes here

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from basht.space import SearchSpace
+from basht.tune._common import NewConfigs, check_mode
 from basht.tune.base import Decision, Suggestion
-from basht.tune.samplers import Sampler, make_sampler
+from basht.tune.samplers import Sampler
 
 _CONTINUE = Decision.CONTINUE  # bound once: a lookup on the enum class costs a descriptor call
 
 
 class FullBudgetSearch:
-    """Random or grid search without early stopping: each configuration runs to `max_budget`."""
+    """Random, grid or TPE search without early stopping: each configuration runs to
+    `max_budget`; a sampler that learns is told each final value."""
 
     def __init__(
         self,
@@ -23,25 +25,21 @@ class FullBudgetSearch:
         sampler: str | Sampler = "random",
         seed: int = 0,
     ):
+        check_mode(mode)
         self.metric, self.mode = metric, mode
         self.max_budget = max_budget
         self.max_trials = max_trials
-        self.sampler = make_sampler(sampler, space, seed) if isinstance(sampler, str) else sampler
-        self.next_id = 0
-        self.exhausted = False
+        self.new = NewConfigs(space, sampler, seed, max_trials, mode)
 
     def suggest(self) -> Suggestion | None:
-        if self.exhausted or (self.max_trials is not None and self.next_id >= self.max_trials):
+        drawn = self.new.draw()
+        if drawn is None:
             return None
-        config = self.sampler.next()
-        if config is None:
-            self.exhausted = True
-            return None
-        suggestion = Suggestion(self.next_id, config, self.max_budget)
-        self.next_id += 1
-        return suggestion
+        return Suggestion(*drawn, self.max_budget)
 
     def report(self, trial_id: int, budget: int, value: float) -> Decision:
+        if budget >= self.max_budget:
+            self.new.observe(trial_id, self.max_budget, value)
         return _CONTINUE
 
     def complete(self, trial_id: int) -> None:
@@ -51,7 +49,7 @@ class FullBudgetSearch:
         pass
 
     def is_finished(self) -> bool:
-        return self.exhausted or (self.max_trials is not None and self.next_id >= self.max_trials)
+        return self.new.available() == 0
 
 
 def RandomSearch(space: SearchSpace, **kwargs) -> FullBudgetSearch:  # noqa: N802 - a named preset

@@ -93,7 +93,7 @@ class SynchronousHyperband:
         s_max = ilog(max_budget // min_budget, eta)
         self.sizes = bracket_sizes or [bracket_size(s_max, s, eta) for s in shapes]
         self.repeat = repeat
-        self.new = NewConfigs(space, sampler, seed, max_trials)
+        self.new = NewConfigs(space, sampler, seed, max_trials, mode)
         self.brackets: list[_SyncBracket] = []
         self.trial_bracket: dict[int, int] = {}
         self.configs: dict[int, dict[str, Any]] = {}
@@ -178,6 +178,7 @@ class SynchronousHyperband:
             return _CONTINUE
         self.arrivals += 1
         bracket.results[trial_id] = (signed(value, self.mode), self.arrivals)
+        self.new.observe(trial_id, bracket.levels[bracket.k], value)
         top = bracket.k == len(bracket.levels) - 1
         self._maybe_advance(bracket)
         return _CONTINUE if top else _PAUSE

@@ -1,4 +1,5 @@
-"""Where new configurations come from: seeded random sampling or grid enumeration."""
+"""Where new configurations come from: seeded random sampling, grid enumeration, or a model
+(`tpe`, in `basht.tune.tpe`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from basht.space import Config, SearchSpace
 
 
 class Sampler(Protocol):
+    """Draws new configurations. A sampler that learns from results also has
+    `observe(config, budget, value)`, which the algorithms call with each result they rank."""
+
     def next(self) -> Config | None:
         """A new configuration, or None once the sampler is exhausted."""
 
@@ -87,7 +91,13 @@ class GridSampler:
             self.next()
 
 
-def make_sampler(name: str, space: SearchSpace, seed: int) -> Sampler:
+def make_sampler(name: str, space: SearchSpace, seed: int, mode: str = "max") -> Sampler:
     if name == "grid":
         return GridSampler(space)
+    if name == "tpe":
+        from basht.tune.tpe import TPESampler  # Optuna, imported only when asked for
+
+        return TPESampler(space, seed, mode)
+    if name != "random":
+        raise ValueError(f"sampler must be 'random', 'grid' or 'tpe', not {name!r}")
     return RandomSampler(space, seed)

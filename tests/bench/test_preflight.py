@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import inspect
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -225,3 +226,14 @@ def test_mnist_constructor_params_match_its_signature():
         p for p in inspect.signature(MnistMLP.__init__).parameters if p not in ("self", "seed")
     ]
     assert tuple(n for n in names if n != "params") == MnistMLP.constructor_params
+
+
+def test_a_tpe_sampler_without_optuna_is_one_line_and_with_it_passes(tmp_path, monkeypatch):
+    experiment = _loaded(tmp_path, lambda d: d["search"].update(sampler="tpe"))
+    preflight(experiment)
+    monkeypatch.setitem(sys.modules, "optuna", None)  # what `import optuna` meets without it
+    with pytest.raises(ExperimentError) as info:
+        preflight(experiment)
+    assert str(info.value) == (
+        f"{tmp_path / 'exp.yaml'}: search.sampler: tpe needs Optuna: pip install 'basht[tpe]'"
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import time
 
+import pytest
 import yaml
 
 from basht.bench import runner
@@ -16,10 +17,13 @@ from tests.cli import basht as _basht
 from tests.cli import run_in_background, wait_for_trials
 
 
-def test_an_interrupted_asha_run_resumes_to_the_end(spec, tmp_path):
+@pytest.mark.parametrize("sampler", ["random", "tpe"])  # tpe: its model from 10 results on
+def test_an_interrupted_asha_run_resumes_to_the_end(spec, tmp_path, sampler):
     spec["workload"]["params"] = {"epoch_s": 0.05}
     spec["space"] = {"x": {"type": "float", "low": -1.0, "high": 1.0}}
-    spec["search"].update(pruner="asha", min_budget=1, max_budget=9, eta=3, max_trials=24)
+    spec["search"].update(
+        sampler=sampler, pruner="asha", min_budget=1, max_budget=9, eta=3, max_trials=24
+    )
     path = tmp_path / "asha.yaml"
     path.write_text(yaml.safe_dump(spec))
     proc = run_in_background(path, tmp_path)
@@ -38,7 +42,7 @@ def test_an_interrupted_asha_run_resumes_to_the_end(spec, tmp_path):
 
     done = _basht("resume", run.id, "--store", spec["store"], "-q", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert "asha (promotion)" in done.stdout
+    assert f"{sampler} sampling, pruner asha (promotion)" in done.stdout
 
     store = Store(spec["store"])
     run = store.get_run(run.id)
@@ -60,9 +64,16 @@ def test_an_interrupted_asha_run_resumes_to_the_end(spec, tmp_path):
         eta=3,
         seed=0,
         max_trials=24,
+        sampler=sampler,
     )
     replay(algo, store.decisions(run.id))
     assert algo.suggest() is None
+    # ...drawing the very configurations the run trained, model-based ones included.
+    assert [algo.trials[t.number].config for t in trials] == [t.config for t in trials]
+    # The same seed's random draws: the run's own with `random`, not with `tpe` (its model).
+    at_random = ASHA(SearchSpace({"x": Float(-1.0, 1.0)}), metric="accuracy", seed=0)
+    drawn = [at_random.new.draw()[1] for _ in trials]
+    assert (drawn == [t.config for t in trials]) == (sampler == "random")
     assert {p.attempt for p in store.phases(run.id)} == {1, 2}
     # Promotions are in the store: trials trained past the first rung from a resumed checkpoint.
     assert any(d.op == "suggest" and d.result == "resume" for d in store.decisions(run.id))

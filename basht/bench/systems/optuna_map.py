@@ -1,4 +1,5 @@
-"""The experiment's search in Optuna's terms: its samplers, its pruners, its `suggest_*` calls.
+"""The experiment's search in Optuna's terms: its samplers and its pruners (the `suggest_*`
+calls are in `basht.tune.optuna_space`, which the native `tpe` sampler shares).
 
 Optuna has no synchronous successive halving and no promotion: its `SuccessiveHalvingPruner` is
 asynchronous SHA of the stopping kind and its `HyperbandPruner` runs those brackets side by side,
@@ -8,30 +9,11 @@ so `sha`/`asha` map to the first and `hyperband`/`async-hyperband` to the second
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from basht.errors import BashtError
 from basht.experiment import Experiment
-from basht.space import Choice, Float, Int, SearchSpace
-
-_PRIMITIVE = (str, int, float, bool, type(None))
-
-
-def encode(value: Any) -> Any:
-    """Optuna's categorical choices must be None, bool, int, float or str: lists go as JSON."""
-    return value if isinstance(value, _PRIMITIVE) else json.dumps(value)
-
-
-def decode(value: Any, choices: list[Any]) -> Any:
-    for choice in choices:
-        if encode(choice) == value:
-            return choice
-    return value
-
-
-def _choices(parameter: Float | Int | Choice) -> list[Any]:
-    return parameter.grid()
+from basht.tune.optuna_space import choices_of, encode
 
 
 def make_sampler(experiment: Experiment, seed: int) -> Any:
@@ -42,7 +24,7 @@ def make_sampler(experiment: Experiment, seed: int) -> Any:
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "grid":
         space = experiment.search_space
-        grid = {n: [encode(v) for v in _choices(p)] for n, p in space.items()}
+        grid = {n: [encode(v) for v in choices_of(p)] for n, p in space.items()}
         return optuna.samplers.GridSampler(grid, seed=seed)
     if name == "tpe":
         return optuna.samplers.TPESampler(seed=seed)
@@ -81,28 +63,3 @@ def describe(experiment: Experiment) -> str:
     if search.pruner != "none":
         text += f"(r={search.min_budget}, eta={search.eta})"
     return text[:80]
-
-
-def suggest(trial: Any, space: SearchSpace, grid: bool = False) -> dict[str, Any]:
-    """A configuration drawn through Optuna's trial, in the space's order and Basht's values.
-
-    A grid suggests every parameter as a categorical of Basht's own grid values, which is what
-    Optuna's GridSampler needs; otherwise each parameter maps to its natural `suggest_*`.
-    """
-    config: dict[str, Any] = {}
-    for name, p in space.items():
-        if grid or isinstance(p, Choice):
-            choices = _choices(p)
-            config[name] = decode(
-                trial.suggest_categorical(name, [encode(c) for c in choices]), choices
-            )
-        elif isinstance(p, Float):
-            if p.step is not None:
-                top = p.grid()[-1]  # Optuna wants high - low to be a multiple of step
-                value = trial.suggest_float(name, p.low, top, step=p.step)
-                config[name] = round(value, 12)
-            else:
-                config[name] = trial.suggest_float(name, p.low, p.high, log=p.log)
-        else:
-            config[name] = trial.suggest_int(name, p.low, p.high, log=p.log, step=p.step or 1)
-    return config

@@ -151,7 +151,7 @@ class _OptunaTrial:
     def run(self) -> None:
         from optuna.trial import TrialState
 
-        from basht.bench.systems.optuna_map import suggest
+        from basht.tune.optuna_space import suggest
 
         checkpoint: str | None = None
         try:
