@@ -1,4 +1,4 @@
-"""Basht, Optuna and Ray Tune on the same experiment: job time, time to target and energy.
+"""Basht, Optuna and Ray Tune on the same experiments: job time, time to target and energy.
 
 Runs `basht compare examples/digits-asha.yaml --systems native,optuna,raytune --repeat 3` (through
 the same library call the command makes): each system in turn, fully deployed and undeployed,
@@ -15,10 +15,21 @@ Per system, the median over seeds of:
 * energy: the node's energy over the job (Table 2's energy_total; `estimate` on machines without
   RAPL), and the part attributed to trials (TWH_total);
 
-and the ratio of each median to native's. The comparison's HTML report is written too.
+and the ratio of each median to the first column's (native's, with one file). The comparison's
+HTML report is written too.
 
-    python benchmarks/peers.py [--experiment FILE] [--seeds 3] [--target 0.95]
-        [--systems native,optuna,raytune] [--results DIR]
+With several files, every file runs on every system (a column each, `name · system`), and the
+ratios are to the first column. `--max-trials N` gives every file the same trial count, so that
+a comparison of samplers, for one, differs in nothing else:
+
+    python benchmarks/peers.py --experiment examples/digits-asha.yaml examples/digits-tpe.yaml \
+        --systems native,optuna --max-trials 96 --out benchmarks/results/samplers.json
+
+runs random search and TPE, each with ASHA, on Basht and on Optuna (TPESampler with its
+SuccessiveHalvingPruner).
+
+    python benchmarks/peers.py [--experiment FILE ...] [--seeds 3] [--target 0.95]
+        [--systems native,optuna,raytune] [--max-trials N] [--results DIR]
 """
 
 from __future__ import annotations
@@ -102,9 +113,13 @@ def measure(store: Store, pairs: list[tuple[str, str]], target: float) -> dict[s
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--experiment", type=Path, default=HERE.parent / "examples" / "digits-asha.yaml"
+        "--experiment",
+        type=Path,
+        nargs="+",
+        default=[HERE.parent / "examples" / "digits-asha.yaml"],
     )
     parser.add_argument("--systems", default="native,optuna,raytune")
+    parser.add_argument("--max-trials", type=int, default=None, help="for every file")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--target", type=float, default=0.95)
     parser.add_argument("--results", type=Path, default=None, help="keep runs and report here")
@@ -113,11 +128,17 @@ def main() -> None:
     console = Console(width=200)
 
     results = args.results or Path(tempfile.mkdtemp(prefix="basht-peers-"))
-    experiment = load_experiment(args.experiment)
     store_url = f"sqlite:///{results / 'basht.db'}"
-    experiment = experiment.model_copy(update={"store": store_url})
+    experiments = []
+    for path in args.experiment:
+        experiment = load_experiment(path)
+        search = experiment.search
+        if args.max_trials is not None:
+            search = search.model_copy(update={"max_trials": args.max_trials})
+        experiments.append(experiment.model_copy(update={"store": store_url, "search": search}))
+    experiment = experiments[0]
     comparison = run_comparison(
-        experiment,
+        experiments,
         args.systems.split(","),
         repeat=args.seeds,
         target=args.target,
@@ -127,29 +148,32 @@ def main() -> None:
     store = Store(store_url)
     report = write_comparison_report(store, comparison)
     data = measure(store, comparison.pairs(), args.target)
-    base = data.get("native", {})
+    labels = comparison.columns or comparison.systems
+    base_label = labels[0]
+    base = data.get(base_label, {})
 
     table = Table(
-        title=f"{experiment.name}: {len(comparison.seeds)} seeds per system, medians "
-        f"(ratio to native); time to validation accuracy ≥ {args.target:g}"
+        title=f"{comparison.experiment}: {len(comparison.seeds)} seeds per column, medians "
+        f"(ratio to {base_label}); time to validation accuracy ≥ {args.target:g}"
     )
+    versus = f"× {base_label}" if len(base_label) <= 8 else "× first"
     columns = (
         "system",
         "completed",
         "JCT (s)",
-        "× native",
+        versus,
         f"time to {args.target:g} (s)",
         "reached",
-        "× native",
+        versus,
         "energy (J)",
-        "× native",
+        versus,
         "trial energy (J)",
         "best val acc",
         "test acc",
     )
     for column in columns:
         table.add_column(column, justify="left" if column == "system" else "right")
-    for system in comparison.systems:
+    for system in labels:
         entry = data.get(system)
         if entry is None:
             table.add_row(system, "0", *["-"] * (len(columns) - 2))
@@ -160,7 +184,7 @@ def main() -> None:
             for key in ("jct_s", "ttt_s", "energy_j")
         }
         for key, value in ratios.items():
-            entry[f"ratio_{key}_vs_native"] = value
+            entry[f"ratio_{key}_vs_first"] = value
         best = _median([r["best_value"] for r in done if r["best_value"] is not None])
         test = _median([r["test_metrics"].get("accuracy") for r in done if r["test_metrics"]])
         entry["median_best_value"], entry["median_test_accuracy"] = best, test
@@ -194,7 +218,8 @@ def main() -> None:
         "peers",
         {
             "versions": versions,
-            "experiment": experiment.to_dict(),
+            "experiments": [e.to_dict() for e in experiments],
+            "first_column": base_label,
             "comparison": comparison.id,
             "seeds": comparison.seeds,
             "target": args.target,
@@ -202,10 +227,7 @@ def main() -> None:
                 {m.source for _, r in comparison.pairs() for m in store.metrics(r) if m.source}
             ),
             "systems": data,
-            "table": [
-                {"label": r.label, "cells": {s: r.cell(s) for s in comparison.systems}}
-                for r in rows
-            ],
+            "table": [{"label": r.label, "cells": {s: r.cell(s) for s in labels}} for r in rows],
         },
     )
 
