@@ -165,6 +165,11 @@ def simulate_experiment(
         )
     if search.max_trials is None:
         raise BashtError("simulating needs search.max_trials, or it would not end")
+    if search.sampler == "tpe":
+        raise BashtError(
+            "search.sampler: tpe models how results depend on the configuration's values, and "
+            "recorded curves are drawn by row, not by value; simulate with sampler: random"
+        )
     unknown = [p for p in pruners if p not in PRUNERS]
     if unknown or not pruners or not seeds:
         raise BashtError(f"pruners must be among {', '.join(PRUNERS)}, and seeds not empty")

@@ -98,6 +98,7 @@ def test_median_time_counts_never_as_slowest():
         ),
         ({"max_budget": 27}, "search.max_budget is 27; the curves end at epoch 9"),
         ({"max_trials": None, "target": 0.7}, "needs search.max_trials"),
+        ({"sampler": "tpe"}, "recorded curves are drawn by row, not by value"),
     ],
 )
 def test_an_experiment_the_curves_cannot_answer_is_refused(search, message):
