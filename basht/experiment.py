@@ -154,13 +154,24 @@ class SearchSpec(_Strict):
     eta: int = Field(default=3, ge=2)
     max_trials: PositiveInt | None = None
     time_budget_s: PositiveFloat | None = None
+    # What the job may spend, counted from deploy over every attempt (system native)
+    energy_budget_kwh: PositiveFloat | None = None
+    carbon_budget_g: PositiveFloat | None = None  # grams CO2eq
+
+    @property
+    def limits(self) -> tuple[float | None, ...]:
+        """What ends a search that would otherwise go on: a target or a budget."""
+        return (self.target, self.time_budget_s, self.energy_budget_kwh, self.carbon_budget_g)
 
     @model_validator(mode="after")
     def _budgets(self) -> SearchSpec:
         if self.max_budget is None and self.pruner != "asha":
             raise ValueError("max_budget may be null (unbounded) only with pruner: asha")
-        if self.max_budget is None and self.time_budget_s is None and self.target is None:
-            raise ValueError("an unbounded max_budget needs time_budget_s or target to end the run")
+        if self.max_budget is None and all(v is None for v in self.limits):
+            raise ValueError(
+                "an unbounded max_budget needs a target or a time, energy or carbon budget "
+                "to end the run"
+            )
         if self.max_budget is not None and self.min_budget > self.max_budget:
             raise ValueError(
                 f"min_budget must not exceed max_budget, got {self.min_budget} > {self.max_budget}"
@@ -382,6 +393,13 @@ def peer_limit(experiment: Experiment, system: str) -> tuple[str, str] | None:
             f"{experiment.engine.scheduler} is Basht's engine; system: {system} places "
             "its own trials",
         )
+    search = experiment.search
+    for key in ("energy_budget_kwh", "carbon_budget_g"):
+        if getattr(search, key) is not None:
+            return (
+                f"search.{key}",
+                f"runs with system: native, whose Tuner stops on it; system: {system} does not",
+            )
     return None
 
 
@@ -421,7 +439,7 @@ class Experiment(BaseModel):
         if self.search.sampler == "grid" and not self.search_space.is_finite:
             raise _at("search.sampler", "grid needs a finite space (give `step` or use `choice`)")
         search = self.search
-        ends = any(v is not None for v in (search.max_trials, search.time_budget_s, search.target))
+        ends = search.max_trials is not None or any(v is not None for v in search.limits)
         # SHA and Hyperband run one bracket without a trial limit; a grid runs out; the others
         # draw new configurations for ever.
         never_done = (
@@ -431,7 +449,7 @@ class Experiment(BaseModel):
             raise _at(
                 "search",
                 f"pruner {search.pruner} with the {search.sampler} sampler never ends on its own: "
-                "give max_trials, time_budget_s or target",
+                "give max_trials, time_budget_s, energy_budget_kwh, carbon_budget_g or target",
             )
         return self
 

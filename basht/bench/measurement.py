@@ -53,6 +53,7 @@ def start_monitor(experiment: Experiment, store: Store, run_id: str, resume: boo
         slot_devices=slot_devices(sources, resources.workers),
         intensity=intensity,
         sink=sink,
+        carried=previous,
     )
     store.update_run(
         run_id,

@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from basht.bench.budgets import spending_limits
 from basht.bench.lifecycle import BestTrial, RunContext
 from basht.engine import LocalExecutor, RayExecutor, TrialTask
 from basht.engine.ray_meter import NodeMeters
@@ -102,6 +103,7 @@ class NativeSystem:
             can_checkpoint=self.can_checkpoint,
             target=exp.search.target,
             time_budget_s=exp.search.time_budget_s,
+            limits=spending_limits(exp.search, self.ctx.monitor) if self.ctx.monitor else (),
             on_update=self.ctx.on_update,
             on_trial=self._on_trial,
         )

@@ -165,6 +165,7 @@ def _execute(
             sut.setup()
         with timed("run", record):
             sut.run()
+        store.update_run(run_id, stop_reason=ctx.notes.get("stop_reason"))
         with timed("collect_results", record):
             best: BestTrial = sut.collect_results()
             store.update_run(

@@ -192,6 +192,8 @@ class EnergyMonitor:
     guest: bool = False
     elsewhere: Elsewhere | None = None
     accounts: dict[AccountKey, Account] = field(default_factory=dict)
+    # What earlier attempts of a resumed run booked; kept apart, for totals over the whole job.
+    carried: dict[AccountKey, Account] = field(default_factory=dict)
     cpu_time_s: float = 0.0  # the sampler thread's own CPU time: its overhead
 
     def __post_init__(self) -> None:

@@ -46,6 +46,8 @@ def result_tables(summary: dict[str, Any]) -> Group:
     head.add_row(
         "trials", ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "none"
     )
+    if summary.get("stop_reason"):
+        head.add_row("search ended", summary["stop_reason"])
     head.add_row("results", summary["results_dir"])
     if live := (summary.get("measurement") or {}).get("prometheus"):
         head.add_row("live metrics", live)

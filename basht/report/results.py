@@ -25,6 +25,7 @@ def build_summary(store: Store, run_id: str) -> dict[str, Any]:
         "algorithm": run.algorithm,
         "status": run.status,
         "error": run.error,
+        "stop_reason": run.stop_reason,
         "started_at": run.started_at.isoformat() if run.started_at else None,
         "ended_at": run.ended_at.isoformat() if run.ended_at else None,
         "results_dir": run.results_dir,

@@ -51,6 +51,8 @@ class RunRow(Base):
     error: Mapped[str | None] = mapped_column(Text)
     host: Mapped[dict[str, Any] | None]
     measurement: Mapped[dict[str, Any] | None]  # energy sources, carbon source, sample interval
+    # What ended the search before the algorithm ran out: a target, a time or energy budget
+    stop_reason: Mapped[str | None] = mapped_column(Text)
 
 
 class PhaseRow(Base):

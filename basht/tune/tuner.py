@@ -11,7 +11,7 @@ import math
 import os
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -141,11 +141,16 @@ class Tuner:
         can_checkpoint: bool = True,
         target: float | None = None,
         time_budget_s: float | None = None,
+        limits: Sequence[Callable[[], str | None]] = (),
         on_update: Callable[[TunerStatus], None] | None = None,
         on_trial: Callable[[int, int, str], None] | None = None,
     ):
         """`on_trial(trial_id, worker, event)` hears each trial start ("start") on a worker and
-        each end (its new state), e.g. to attribute energy or export live metrics."""
+        each end (its new state), e.g. to attribute energy or export live metrics.
+
+        `limits` are asked, about twice a second, whether the job should end (an energy budget,
+        say); the first to answer a reason stops it as `time_budget_s` does: no trial starts
+        after, and each running trial stops at its next report."""
         self.algorithm, self.executor, self.run_id = algorithm, executor, run_id
         self.on_trial = on_trial
         # Writes go behind the loop on a thread of their own (in order, batched); without a store
@@ -159,6 +164,8 @@ class Tuner:
         self.checkpoint_dir = checkpoint_dir
         self.can_checkpoint = can_checkpoint
         self.target, self.time_budget_s = target, time_budget_s
+        self.limits = list(limits)
+        self._limits_checked = float("-inf")
         self.on_update = on_update
         self.status = TunerStatus(started=self.clock(), clock=self.clock)
         self.trials: dict[int, _Trial] = {}
@@ -195,7 +202,7 @@ class Tuner:
         executor, status, running = self.executor, self.status, self._running
         poll, handle, on_report, trials = executor.poll, self._handle, self._on_report, self.trials
         while True:
-            if self.time_budget_s is not None:
+            if self.time_budget_s is not None or self.limits:
                 self._check_limits()
             if status.stop_reason is None and executor.idle_workers > 0:
                 self._fill_idle_workers()
@@ -465,6 +472,14 @@ class Tuner:
             and self.status.elapsed_s >= budget
         ):
             self.status.stop_reason = f"time budget of {budget:g} s used"
+        now = time.monotonic()  # real time: limits read meters, which a virtual clock has not
+        if self.limits and self.status.stop_reason is None and now - self._limits_checked >= 0.5:
+            self._limits_checked = now
+            for limit in self.limits:
+                reason = limit()
+                if reason is not None:
+                    self.status.stop_reason = reason
+                    break
 
     def _abort_running(self) -> None:
         """Ctrl-C or a crash of the loop: what was running is recorded as aborted, the rest kept."""

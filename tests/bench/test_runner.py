@@ -195,9 +195,10 @@ def test_target_stops_the_job(spec, tmp_path):
     spec["space"] = {"x": {"type": "float", "low": 1.0, "high": 2.0}}
     spec["search"].update(max_trials=50, max_budget=5, target=2.0)
     result = run_benchmark(Experiment.from_dict(spec), results_root=tmp_path / "results")
-    trials = Store(spec["store"]).trials(result.run_id)
-    assert len(trials) < 50
+    store = Store(spec["store"])
+    assert len(store.trials(result.run_id)) < 50
     assert result.best_value >= 2.0
+    assert store.get_run(result.run_id).stop_reason == "target 2.0 reached"
 
 
 def test_table_2_adds_up_and_counts_exactly_the_wasted_trials(spec, tmp_path):

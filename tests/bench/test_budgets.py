@@ -1,0 +1,71 @@
+"""Energy and carbon budgets end a job on the meter the run reports, resumed attempts included."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from basht.bench.budgets import J_PER_KWH, spending_limits
+from basht.energy import EnergyMonitor, open_sources
+from basht.energy.monitor import Account
+from basht.errors import ExperimentError
+from basht.experiment import Experiment, SearchSpec
+from basht.store import Store
+from tests.cli import basht
+
+
+def test_a_run_ends_once_its_energy_budget_is_used(spec, tmp_path):
+    budget = 5e-6  # kWh: a few seconds of this machine's estimated idle power
+    spec["workload"]["params"] = {"epoch_s": 0.2}
+    spec["search"].update(max_trials=1000, max_budget=5, energy_budget_kwh=budget)
+    spec["measure"] = {"energy": "estimate"}
+    path = tmp_path / "budget.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    done = basht("run", str(path), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    reason = f"energy budget of {budget:g} kWh used (estimate)"
+    assert reason in " ".join(done.stdout.split())
+    store = Store(spec["store"])
+    (run,) = store.list_runs()
+    assert run.status == "completed" and run.stop_reason == reason
+    trials = store.trials(run.id)
+    assert 0 < len(trials) < 1000
+    assert {t.state for t in trials} <= {"completed", "stopped"}
+    metrics = {m.name: m.value for m in store.metrics(run.id)}
+    assert metrics["energy_total"] >= budget  # the meter the run reports reached it
+    (results,) = (tmp_path / "results").glob("*/results.json")
+    assert json.loads(results.read_text())["stop_reason"] == reason
+
+
+def _monitor(carried_j: float, carried_g: float) -> EnergyMonitor:
+    carried = {("trial", 0, "cpu"): Account(energy_j=carried_j, emissions_g=carried_g)}
+    return EnergyMonitor(source=open_sources("estimate"), sample_interval_s=10, carried=carried)
+
+
+def test_what_earlier_attempts_spent_counts_against_each_budget():
+    monitor = _monitor(carried_j=0.5 * J_PER_KWH, carried_g=190.0)
+    try:
+        search = SearchSpec(max_trials=4, energy_budget_kwh=1.0, carbon_budget_g=200.0)
+        energy, carbon = spending_limits(search, monitor)
+        assert energy() is None and carbon() is None
+        search = SearchSpec(max_trials=4, energy_budget_kwh=0.4, carbon_budget_g=150.0)
+        energy, carbon = spending_limits(search, monitor)
+        assert energy() == "energy budget of 0.4 kWh used (estimate)"
+        assert carbon() == "carbon budget of 150 g CO2eq used (estimate)"
+        assert spending_limits(SearchSpec(max_trials=4), monitor) == []
+    finally:
+        monitor.close()
+
+
+def test_a_budget_ends_a_search_that_would_not_end_on_its_own_and_peers_refuse_it(spec):
+    spec["search"].update(pruner="asha", max_trials=None, max_budget=9, carbon_budget_g=1.0)
+    Experiment.from_dict(spec)
+    spec["search"].update(carbon_budget_g=None, max_budget=None, energy_budget_kwh=0.5)
+    Experiment.from_dict(spec)  # an unbounded ASHA, ended by energy
+    for system in ("optuna", "raytune"):
+        with pytest.raises(ExperimentError, match="search.energy_budget_kwh: runs with system"):
+            Experiment.from_dict({**spec, "system": system, "search": {**spec["search"]}})
+    with pytest.raises(ExperimentError, match="energy_budget_kwh"):
+        Experiment.from_dict({**spec, "search": {**spec["search"], "energy_budget_kwh": -1}})
