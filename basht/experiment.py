@@ -154,7 +154,7 @@ class SearchSpec(_Strict):
     eta: int = Field(default=3, ge=2)
     max_trials: PositiveInt | None = None
     time_budget_s: PositiveFloat | None = None
-    # What the job may spend, counted from deploy over every attempt (system native)
+    # What the job may spend, counted from deploy over every attempt
     energy_budget_kwh: PositiveFloat | None = None
     carbon_budget_g: PositiveFloat | None = None  # grams CO2eq
 
@@ -393,13 +393,6 @@ def peer_limit(experiment: Experiment, system: str) -> tuple[str, str] | None:
             f"{experiment.engine.scheduler} is Basht's engine; system: {system} places "
             "its own trials",
         )
-    search = experiment.search
-    for key in ("energy_budget_kwh", "carbon_budget_g"):
-        if getattr(search, key) is not None:
-            return (
-                f"search.{key}",
-                f"runs with system: native, whose Tuner stops on it; system: {system} does not",
-            )
     return None
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from basht.errors import BashtError
 from basht.experiment import Experiment
 from basht.store import Store
 
@@ -36,6 +37,14 @@ class BestTrial:
     value: float | None
     budget: int
     checkpoint: str | None = None
+
+    def check_testable(self, ctx: RunContext) -> None:
+        """Refuse, in one line, to test when no trial produced a result (saying what ended the
+        search, if something did: a budget used before the first result, say)."""
+        if self.trial_id is None or self.config is None:
+            reason = ctx.notes.get("stop_reason")
+            why = f" before the search ended ({reason})" if reason else ""
+            raise BashtError(f"no trial produced a result{why}, so there is nothing to test")
 
 
 class SystemUnderTest(Protocol):

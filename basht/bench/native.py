@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from basht.bench.budgets import spending_limits
+from basht.bench.budgets import SpendingLimits
 from basht.bench.lifecycle import BestTrial, RunContext
 from basht.engine import LocalExecutor, RayExecutor, TrialTask
 from basht.engine.ray_meter import NodeMeters
@@ -103,7 +103,7 @@ class NativeSystem:
             can_checkpoint=self.can_checkpoint,
             target=exp.search.target,
             time_budget_s=exp.search.time_budget_s,
-            limits=spending_limits(exp.search, self.ctx.monitor) if self.ctx.monitor else (),
+            limits=[SpendingLimits(exp.search, self.ctx.monitor)] if self.ctx.monitor else (),
             on_update=self.ctx.on_update,
             on_trial=self._on_trial,
         )
@@ -146,8 +146,7 @@ class NativeSystem:
 
     def test(self, best: BestTrial) -> dict[str, float]:
         assert self.executor is not None
-        if best.trial_id is None or best.config is None:
-            raise BashtError("no trial produced a result, so there is nothing to test")
+        best.check_testable(self.ctx)
         if not self.can_checkpoint:
             return {}  # a plain-function workload has no test split of its own
         task = TrialTask(

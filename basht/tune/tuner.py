@@ -148,9 +148,10 @@ class Tuner:
         """`on_trial(trial_id, worker, event)` hears each trial start ("start") on a worker and
         each end (its new state), e.g. to attribute energy or export live metrics.
 
-        `limits` are asked, about twice a second, whether the job should end (an energy budget,
-        say); the first to answer a reason stops it as `time_budget_s` does: no trial starts
-        after, and each running trial stops at its next report."""
+        `limits` are asked, on every pass of the loop, whether the job should end (an energy
+        budget, say; each decides how often it really looks); the first to answer a reason stops
+        it as `time_budget_s` does: no trial starts after, and each running trial stops at its
+        next report."""
         self.algorithm, self.executor, self.run_id = algorithm, executor, run_id
         self.on_trial = on_trial
         # Writes go behind the loop on a thread of their own (in order, batched); without a store
@@ -165,7 +166,6 @@ class Tuner:
         self.can_checkpoint = can_checkpoint
         self.target, self.time_budget_s = target, time_budget_s
         self.limits = list(limits)
-        self._limits_checked = float("-inf")
         self.on_update = on_update
         self.status = TunerStatus(started=self.clock(), clock=self.clock)
         self.trials: dict[int, _Trial] = {}
@@ -472,9 +472,7 @@ class Tuner:
             and self.status.elapsed_s >= budget
         ):
             self.status.stop_reason = f"time budget of {budget:g} s used"
-        now = time.monotonic()  # real time: limits read meters, which a virtual clock has not
-        if self.limits and self.status.stop_reason is None and now - self._limits_checked >= 0.5:
-            self._limits_checked = now
+        if self.status.stop_reason is None:
             for limit in self.limits:
                 reason = limit()
                 if reason is not None:

@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from basht.bench.budgets import J_PER_KWH, spending_limits
+from basht.bench.budgets import J_PER_KWH, SpendingLimits
 from basht.energy import EnergyMonitor, open_sources
 from basht.energy.monitor import Account
 from basht.errors import ExperimentError
@@ -16,9 +16,11 @@ from basht.store import Store
 from tests.cli import basht
 
 
-def test_a_run_ends_once_its_energy_budget_is_used(spec, tmp_path):
-    budget = 5e-6  # kWh: a few seconds of this machine's estimated idle power
-    spec["workload"]["params"] = {"epoch_s": 0.2}
+@pytest.mark.parametrize("system", ["native", "optuna"])
+def test_a_run_ends_once_its_energy_budget_is_used(spec, tmp_path, system):
+    budget = 2.5e-6  # kWh: a few seconds of this machine's estimated idle power
+    spec["system"] = system
+    spec["workload"]["params"] = {"epoch_s": 0.1}
     spec["search"].update(max_trials=1000, max_budget=5, energy_budget_kwh=budget)
     spec["measure"] = {"energy": "estimate"}
     path = tmp_path / "budget.yaml"
@@ -47,25 +49,39 @@ def _monitor(carried_j: float, carried_g: float) -> EnergyMonitor:
 def test_what_earlier_attempts_spent_counts_against_each_budget():
     monitor = _monitor(carried_j=0.5 * J_PER_KWH, carried_g=190.0)
     try:
-        search = SearchSpec(max_trials=4, energy_budget_kwh=1.0, carbon_budget_g=200.0)
-        energy, carbon = spending_limits(search, monitor)
-        assert energy() is None and carbon() is None
-        search = SearchSpec(max_trials=4, energy_budget_kwh=0.4, carbon_budget_g=150.0)
-        energy, carbon = spending_limits(search, monitor)
+        under = SpendingLimits(
+            SearchSpec(max_trials=4, energy_budget_kwh=1.0, carbon_budget_g=200.0), monitor
+        )
+        assert under() is None and under.spent()[0] >= 0.5
+        energy = SpendingLimits(SearchSpec(max_trials=4, energy_budget_kwh=0.4), monitor)
         assert energy() == "energy budget of 0.4 kWh used (estimate)"
+        carbon = SpendingLimits(SearchSpec(max_trials=4, carbon_budget_g=150.0), monitor)
         assert carbon() == "carbon budget of 150 g CO2eq used (estimate)"
-        assert spending_limits(SearchSpec(max_trials=4), monitor) == []
+        assert not SpendingLimits(SearchSpec(max_trials=4), monitor)
     finally:
         monitor.close()
 
 
-def test_a_budget_ends_a_search_that_would_not_end_on_its_own_and_peers_refuse_it(spec):
+def test_a_budget_ends_a_search_that_would_not_end_on_its_own(spec):
     spec["search"].update(pruner="asha", max_trials=None, max_budget=9, carbon_budget_g=1.0)
     Experiment.from_dict(spec)
     spec["search"].update(carbon_budget_g=None, max_budget=None, energy_budget_kwh=0.5)
     Experiment.from_dict(spec)  # an unbounded ASHA, ended by energy
-    for system in ("optuna", "raytune"):
-        with pytest.raises(ExperimentError, match="search.energy_budget_kwh: runs with system"):
-            Experiment.from_dict({**spec, "system": system, "search": {**spec["search"]}})
     with pytest.raises(ExperimentError, match="energy_budget_kwh"):
         Experiment.from_dict({**spec, "search": {**spec["search"], "energy_budget_kwh": -1}})
+
+
+def test_a_budget_used_before_any_result_says_so(spec, tmp_path):
+    spec["workload"]["params"] = {"epoch_s": 5.0}
+    spec["search"].update(max_trials=4, max_budget=2, energy_budget_kwh=1e-9)
+    spec["measure"] = {"energy": "estimate"}
+    path = tmp_path / "budget.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    done = basht("run", str(path), cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: no trial produced a result before the search ended (energy budget of 1e-09 kWh "
+        "used (estimate)), so there is nothing to test"
+    )
+    (run,) = Store(spec["store"]).list_runs()
+    assert run.status == "failed" and run.stop_reason.startswith("energy budget")

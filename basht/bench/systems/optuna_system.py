@@ -144,12 +144,10 @@ class OptunaSystem:
     def _serve(self, plan: OptimizePlan) -> None:
         """Answer the workers' trial events until every worker has left the study."""
         assert self.recorder is not None and self.shared is not None
-        recorder, budget = self.recorder, self.ctx.experiment.search.time_budget_s
+        recorder = self.recorder
         active = {w.conn: w for w in self.workers}
         while active:
-            if budget is not None and recorder.status.elapsed_s >= budget:
-                recorder.stop(f"time budget of {budget:g} s used")
-            if recorder.status.stop_reason is not None:
+            if recorder.check_limits():
                 self.shared.stop.set()
             for conn in wait(list(active), timeout=0.5):
                 worker = active[conn]  # type: ignore[index]
@@ -182,8 +180,7 @@ class OptunaSystem:
         return best_trial_from_store(self.ctx)
 
     def test(self, best: BestTrial) -> dict[str, float]:
-        if best.trial_id is None or best.config is None:
-            raise BashtError("no trial produced a result, so there is nothing to test")
+        best.check_testable(self.ctx)
         if not self.can_checkpoint:
             return {}  # a plain-function workload has no test split of its own
         worker = next((w for w in self.workers if w.process.is_alive()), None)

@@ -134,17 +134,11 @@ class RecorderCallback(_UsesRecorder, tune.Callback):
 
 
 class JobStopper(_UsesRecorder, tune.Stopper):
-    """Stops every trial once the job is over: the target reached, or the time budget used."""
-
-    def __init__(self, key: str, time_budget_s: float | None):
-        super().__init__(key)
-        self.time_budget_s = time_budget_s
+    """Stops every trial once the job is over: the target reached, or a time, energy or carbon
+    budget used."""
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
         return False
 
     def stop_all(self) -> bool:
-        budget = self.time_budget_s
-        if budget is not None and self.recorder.status.elapsed_s >= budget:
-            self.recorder.stop(f"time budget of {budget:g} s used")
-        return self.recorder.status.stop_reason is not None
+        return self.recorder.check_limits()

@@ -120,7 +120,7 @@ class RayTuneSystem:
             run_config=tune.RunConfig(
                 name=self.ctx.run_id,
                 storage_path=str(self._tune_dir / "tune"),
-                stop=JobStopper(self.ctx.run_id, search.time_budget_s),
+                stop=JobStopper(self.ctx.run_id),
                 callbacks=[callback],
                 verbose=0,
             ),
@@ -156,8 +156,7 @@ class RayTuneSystem:
 
         from basht.bench.systems.raytune_trainable import Tester
 
-        if best.trial_id is None or best.config is None:
-            raise BashtError("no trial produced a result, so there is nothing to test")
+        best.check_testable(self.ctx)
         if not self.can_checkpoint:
             return {}  # a plain-function workload has no test split of its own
         exp = self.ctx.experiment

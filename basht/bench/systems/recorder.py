@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from basht.bench.budgets import SpendingLimits
 from basht.bench.lifecycle import RunContext
 from basht.bench.systems.messages import (
     Assigned,
@@ -83,6 +84,8 @@ class TrialRecorder:
         self.checkpoint_dir = ctx.results_dir / "checkpoints"
         self.reconcile = reconcile
         self.status = TunerStatus()
+        self.time_budget_s = exp.search.time_budget_s
+        self._spending = SpendingLimits(exp.search, ctx.monitor) if ctx.monitor else None
         self._lock = threading.RLock()
         self._trials: dict[int, _Trial] = {}
         self._numbers: dict[Any, int] = {}
@@ -255,6 +258,15 @@ class TrialRecorder:
         with self._lock:
             if self.status.stop_reason is None:
                 self.status.stop_reason = reason
+
+    def check_limits(self) -> bool:
+        """Whether the job is over: stopped before, or its time, energy or carbon budget used."""
+        budget = self.time_budget_s
+        if budget is not None and self.status.elapsed_s >= budget:
+            self.stop(f"time budget of {budget:g} s used")
+        if self._spending is not None and (reason := self._spending()) is not None:
+            self.stop(reason)
+        return self.status.stop_reason is not None
 
     def is_target(self, value: float) -> bool:
         if self.target is None:
