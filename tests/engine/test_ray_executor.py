@@ -427,7 +427,13 @@ def test_a_wrong_token_is_a_one_line_error(cluster):
         ["ip", "netns", "exec", cluster.namespace, sys.executable, "-m", "basht.cli", "run"]
         + ["-q", str(path)],
         cwd=cluster.root,
-        env={**cluster.env, "RAY_AUTH_TOKEN": secrets.token_hex(32)},
+        # Ray asks a refusing cluster 20 times, a second apart, before it gives up; twice is
+        # enough to see the refusal.
+        env={
+            **cluster.env,
+            "RAY_AUTH_TOKEN": secrets.token_hex(32),
+            "RAY_NUM_REDIS_GET_RETRIES": "2",
+        },
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
