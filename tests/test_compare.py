@@ -20,7 +20,7 @@ import yaml
 from basht.bench import PHASES
 from basht.bench.systems.compare import parse_systems, run_comparison
 from basht.errors import BashtError
-from basht.experiment import Experiment
+from basht.experiment import Experiment, load_experiment
 from basht.report.compare import Row, compare_rows
 from basht.report.comparison import Comparison, load_comparison
 from basht.store import Store
@@ -344,6 +344,22 @@ def test_files_compare_side_by_side_opening_with_the_settings_they_differ_in(tmp
     assert "search.pruner" in proc.stdout and "with-asha" in proc.stdout
     shown = basht("report", comparison.id, "--json", cwd=tmp_path)
     assert json.loads(shown.stdout)["rows"][0]["cells"] == {"with-asha": "asha", "without": "none"}
+
+
+def test_what_ended_each_column_s_search_is_a_row(tmp_path):
+    """A target ends one file's search; the other runs out of trials and says nothing."""
+    for name, target in (("stops", 2.0), ("runs-out", None)):
+        spec: dict[str, Any] = copy.deepcopy(BASE)
+        spec["name"] = name
+        spec["workload"] = {"name": "tests.user_workloads:Counter"}
+        spec["space"] = {"x": {"type": "float", "low": 1.0, "high": 2.0}}
+        spec["search"].update(max_trials=20, max_budget=5, target=target)
+        spec["store"] = f"sqlite:///{tmp_path / 'basht.db'}"
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(spec))
+    experiments = [load_experiment(tmp_path / f) for f in ("stops.yaml", "runs-out.yaml")]
+    comparison = run_comparison(experiments, ["native"], results_root=tmp_path / "results")
+    rows = {row.label: row for row in compare_rows(Store(experiments[0].store), comparison)}
+    assert rows["search ended"].text == {"stops": "target 2.0 reached"}
 
 
 def test_files_that_cannot_be_compared_are_refused_before_anything_runs(spec, tmp_path):

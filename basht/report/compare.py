@@ -86,6 +86,13 @@ def compare_rows(store: Store, comparison: Comparison) -> list[Row]:
             errors.text[column] = f"seed {failed[0].seed}: {failed[0].error}"
     if errors.text:
         rows.append(errors)
+    ended = Row("search ended", section="result")  # a target or a budget, where one did
+    for column, runs in by_system.items():
+        reasons = list(dict.fromkeys(s["stop_reason"] for s in runs if s.get("stop_reason")))
+        if reasons:
+            ended.text[column] = "; ".join(reasons)
+    if ended.text:
+        rows.append(ended)
 
     first = next((s for runs in by_system.values() for s in runs), None)
     metric = first["best"]["metric"] if first else "value"
