@@ -157,11 +157,18 @@ class SearchSpec(_Strict):
     # What the job may spend, counted from deploy over every attempt
     energy_budget_kwh: PositiveFloat | None = None
     carbon_budget_g: PositiveFloat | None = None  # grams CO2eq
+    cost_budget_usd: PositiveFloat | None = None  # the bill so far, as OC counts it
 
     @property
     def limits(self) -> tuple[float | None, ...]:
         """What ends a search that would otherwise go on: a target or a budget."""
-        return (self.target, self.time_budget_s, self.energy_budget_kwh, self.carbon_budget_g)
+        return (
+            self.target,
+            self.time_budget_s,
+            self.energy_budget_kwh,
+            self.carbon_budget_g,
+            self.cost_budget_usd,
+        )
 
     @model_validator(mode="after")
     def _budgets(self) -> SearchSpec:
@@ -169,8 +176,8 @@ class SearchSpec(_Strict):
             raise ValueError("max_budget may be null (unbounded) only with pruner: asha")
         if self.max_budget is None and all(v is None for v in self.limits):
             raise ValueError(
-                "an unbounded max_budget needs a target or a time, energy or carbon budget "
-                "to end the run"
+                "an unbounded max_budget needs a target or a time, energy, carbon or cost "
+                "budget to end the run"
             )
         if self.max_budget is not None and self.min_budget > self.max_budget:
             raise ValueError(
@@ -442,7 +449,15 @@ class Experiment(BaseModel):
             raise _at(
                 "search",
                 f"pruner {search.pruner} with the {search.sampler} sampler never ends on its own: "
-                "give max_trials, time_budget_s, energy_budget_kwh, carbon_budget_g or target",
+                "give max_trials, target or a budget (time_budget_s, energy_budget_kwh, "
+                "carbon_budget_g, cost_budget_usd)",
+            )
+        price = self.measure.price
+        free = price.usd_per_hour == 0 and self.plan is None
+        if search.cost_budget_usd is not None and free:
+            raise _at(
+                "search.cost_budget_usd",
+                "measure.price is 0 USD per hour, so the job would never spend it",
             )
         return self
 

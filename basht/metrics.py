@@ -73,12 +73,17 @@ def job_completion_s(store: Store, run_id: str) -> float | None:
     return sum(a.get("end", a["last"]) - a["start"] for a in spans.values() if "start" in a)
 
 
+def _phase_times(store: Store, run_id: str) -> dict[int, list[float]]:
+    """Every start and end of each attempt's recorded phases."""
+    times: dict[int, list[float]] = defaultdict(list)
+    for p in store.phases(run_id):
+        times[p.attempt].extend((p.start, p.end))
+    return times
+
+
 def provisioned_s(store: Store, run_id: str) -> float:
     """How long the resources were held: deploy start to undeploy end, over every attempt."""
-    spans: dict[int, list[float]] = defaultdict(list)
-    for p in store.phases(run_id):
-        spans[p.attempt].extend((p.start, p.end))
-    return sum(max(times) - min(times) for times in spans.values())
+    return sum(max(times) - min(times) for times in _phase_times(store, run_id).values())
 
 
 def _attempt_spans(store: Store, run_id: str) -> dict[int, tuple[float, float, float]]:
@@ -207,6 +212,24 @@ def billed_so_far(
         lives = [(node.get("left_at") or now) - max(since, node["joined_at"]) for node in nodes]
         return sum(job_cost_usd(price, max(0.0, t)) for t in lives)
     return None
+
+
+def cost_so_far_usd(store: Store, run_id: str, experiment: Experiment, now: float) -> float:
+    """OC as if the job were undeployed at `now`, every attempt so far included: what a cost
+    budget is held to. One instance is billed from each attempt's deploy start (the running
+    attempt's up to `now`); a plan's instances and a Ray cluster's nodes each for their life."""
+    from basht.energy.pricing import job_cost_usd
+
+    price, data_usd = billing_price(experiment)
+    spans = _phase_times(store, run_id)
+    if not spans:
+        return 0.0
+    current = max(spans)
+    bill = billed_so_far(store, run_id, price, min(min(t) for t in spans.values()), now, data_usd)
+    if bill is not None:
+        return bill
+    held = sum(max(t) - min(t) for a, t in spans.items() if a != current)
+    return job_cost_usd(price, held + max(0.0, now - min(spans[current])))
 
 
 def compute_metrics(

@@ -112,7 +112,7 @@ BAD = [
         "a run that never ends",
         lambda s: s["search"].pop("max_trials") and s["search"].update(pruner="asha"),
         "exp.yaml: search: pruner asha with the random sampler never ends on its own: "
-        "give max_trials, time_budget_s, energy_budget_kwh, carbon_budget_g or target",
+        "give max_trials, target or a budget (time_budget_s, energy_budget_kwh, ",
     ),
     (
         "simulated executor",

@@ -1,20 +1,23 @@
-"""Budgets on what a job spends: `search.energy_budget_kwh` and `search.carbon_budget_g`.
+"""Budgets on what a job spends: `search.energy_budget_kwh`, `carbon_budget_g`, `cost_budget_usd`.
 
 A user who cares what tuning costs can cap it directly, rather than through a trial or time
-limit that only stands in for it. The budget counts what the node's energy monitor has booked
-since deploy, every attempt of a resumed run included: Table 2's energy_total and its emissions,
-idle and overhead as much as trials, so a budget of 0.01 kWh ends the job at 0.01 kWh on the same
-meter the run reports, on any system under test. The figure is measured or estimated as the
-monitor's source is, and the reason the job ended says which. The meter is read at most twice a
-second; what the running epochs spend until their next report comes on top.
+limit that only stands in for it. Each budget counts from deploy, every attempt of a resumed run
+included, on the meter the run reports, on any system under test: energy and emissions as the
+node's energy monitor books them (Table 2's energy_total and its emissions, idle and overhead as
+much as trials; measured or estimated as the monitor's source is, and the reason the job ended
+says which), the bill as OC counts it (`basht.metrics.cost_so_far_usd`). The meters are read at
+most twice a second; what the running epochs spend until their next report comes on top.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
+from basht.bench.lifecycle import RunContext
 from basht.energy.monitor import EnergyMonitor
 from basht.experiment import SearchSpec
+from basht.metrics import cost_so_far_usd
 
 J_PER_KWH = 3.6e6
 
@@ -22,9 +25,17 @@ J_PER_KWH = 3.6e6
 class SpendingLimits:
     """Called, the reason the job must end (the first budget used), or None while none is."""
 
-    def __init__(self, search: SearchSpec, monitor: EnergyMonitor, every_s: float = 0.5):
-        self.monitor, self.every_s = monitor, every_s
+    def __init__(
+        self,
+        search: SearchSpec,
+        monitor: EnergyMonitor,
+        cost_usd: Callable[[float], float] | None = None,
+        every_s: float = 0.5,
+    ):
+        """`cost_usd(now)` is the bill so far (needed for a cost budget)."""
+        self.monitor, self.cost_usd, self.every_s = monitor, cost_usd, every_s
         self.energy_kwh, self.carbon_g = search.energy_budget_kwh, search.carbon_budget_g
+        self.usd = search.cost_budget_usd if cost_usd is not None else None
         # Earlier attempts of a resumed run, as their monitors left them.
         carried = monitor.carried.values()
         self._before = (sum(a.energy_j for a in carried), sum(a.emissions_g for a in carried))
@@ -32,8 +43,18 @@ class SpendingLimits:
         self._read_at = float("-inf")
         self.reason: str | None = None
 
+    @classmethod
+    def of(cls, ctx: RunContext) -> SpendingLimits:
+        """The limits of the run `ctx` runs, on its monitor and its store."""
+        store, run_id, experiment = ctx.store, ctx.run_id, ctx.experiment
+        return cls(
+            experiment.search,
+            ctx.monitor,
+            lambda now: cost_so_far_usd(store, run_id, experiment, now),
+        )
+
     def __bool__(self) -> bool:
-        return self.energy_kwh is not None or self.carbon_g is not None
+        return any(b is not None for b in (self.energy_kwh, self.carbon_g, self.usd))
 
     def spent(self) -> tuple[float, float]:
         """(kWh, g CO2eq) the job has used so far."""
@@ -53,4 +74,6 @@ class SpendingLimits:
             self.reason = f"energy budget of {self.energy_kwh:g} kWh used ({self._source})"
         elif self.carbon_g is not None and grams >= self.carbon_g:
             self.reason = f"carbon budget of {self.carbon_g:g} g CO2eq used ({self._source})"
+        elif self.usd is not None and self.cost_usd and self.cost_usd(time.time()) >= self.usd:
+            self.reason = f"cost budget of {self.usd:g} USD used"
         return self.reason

@@ -103,7 +103,7 @@ class NativeSystem:
             can_checkpoint=self.can_checkpoint,
             target=exp.search.target,
             time_budget_s=exp.search.time_budget_s,
-            limits=[SpendingLimits(exp.search, self.ctx.monitor)] if self.ctx.monitor else (),
+            limits=[SpendingLimits.of(self.ctx)] if self.ctx.monitor else (),
             on_update=self.ctx.on_update,
             on_trial=self._on_trial,
         )

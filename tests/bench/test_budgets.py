@@ -12,6 +12,7 @@ from basht.energy import EnergyMonitor, open_sources
 from basht.energy.monitor import Account
 from basht.errors import ExperimentError
 from basht.experiment import Experiment, SearchSpec
+from basht.metrics import cost_so_far_usd
 from basht.store import Store
 from tests.cli import basht
 
@@ -85,3 +86,39 @@ def test_a_budget_used_before_any_result_says_so(spec, tmp_path):
     )
     (run,) = Store(spec["store"]).list_runs()
     assert run.status == "failed" and run.stop_reason.startswith("energy budget")
+
+
+def test_a_run_ends_once_its_cost_budget_is_billed(spec, tmp_path):
+    spec["workload"]["params"] = {"epoch_s": 0.1}
+    spec["search"].update(max_trials=1000, max_budget=5, cost_budget_usd=2.0)
+    spec["measure"] = {"energy": "estimate", "price": {"usd_per_hour": 3600.0}}  # 1 USD a second
+    path = tmp_path / "cost.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    done = basht("run", "-q", str(path), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    store = Store(spec["store"])
+    (run,) = store.list_runs()
+    assert run.stop_reason == "cost budget of 2 USD used"
+    metrics = {m.name: m.value for m in store.metrics(run.id)}
+    assert 2.0 <= metrics["OC"] < 10.0  # billed on to the end of undeploy
+    assert 0 < len(store.trials(run.id)) < 1000
+
+
+def test_the_bill_so_far_counts_earlier_attempts_and_the_running_one_to_now(spec, tmp_path):
+    spec["measure"] = {"price": {"usd_per_hour": 3.6}}  # 0.001 USD a second
+    experiment = Experiment.from_dict(spec)
+    store = Store(spec["store"])
+    run_id = store.create_run(store.add_experiment("t", experiment.to_dict()), "t", "native",
+                              "local", tmp_path).id  # fmt: skip
+    assert cost_so_far_usd(store, run_id, experiment, now=50.0) == 0.0
+    for name, start, end in [("deploy", 100, 101), ("run", 101, 140), ("undeploy", 140, 150)]:
+        store.add_phase(run_id, name, start, end)  # attempt 1: 50 s held
+    store.add_phase(run_id, "deploy", 200, 202, attempt=2)
+    assert cost_so_far_usd(store, run_id, experiment, now=230.0) == pytest.approx(0.001 * 80)
+
+
+def test_a_cost_budget_needs_a_price(spec):
+    spec["search"].update(cost_budget_usd=1.0)
+    spec["measure"] = {"price": {"usd_per_hour": 0.0}}
+    with pytest.raises(ExperimentError, match="cost_budget_usd: measure.price is 0 USD per hour"):
+        Experiment.from_dict(spec)

@@ -85,7 +85,7 @@ class TrialRecorder:
         self.reconcile = reconcile
         self.status = TunerStatus()
         self.time_budget_s = exp.search.time_budget_s
-        self._spending = SpendingLimits(exp.search, ctx.monitor) if ctx.monitor else None
+        self._spending = SpendingLimits.of(ctx) if ctx.monitor else None
         self._lock = threading.RLock()
         self._trials: dict[int, _Trial] = {}
         self._numbers: dict[Any, int] = {}
