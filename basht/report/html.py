@@ -135,6 +135,8 @@ def run_sections(summary: dict[str, Any], plots: dict[str, Path] | None) -> list
         *((f"test {k}", fmt(v)) for k, v in summary["test_metrics"].items()),
         ("trials", ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none"),
     ]
+    if summary.get("stop_reason"):
+        head.append(("search ended", summary["stop_reason"]))
     if live := (summary.get("measurement") or {}).get("prometheus"):
         head.append(("live metrics", live))
     phases = [(p["name"], f"{p['duration_s']:.3f}") for p in summary["phases"]]

@@ -13,6 +13,8 @@ from basht.energy.monitor import Account
 from basht.errors import ExperimentError
 from basht.experiment import Experiment, SearchSpec
 from basht.metrics import cost_so_far_usd
+from basht.report.html import run_sections
+from basht.report.results import build_summary
 from basht.store import Store
 from tests.cli import basht
 
@@ -40,6 +42,7 @@ def test_a_run_ends_once_its_energy_budget_is_used(spec, tmp_path, system):
     assert metrics["energy_total"] >= budget  # the meter the run reports reached it
     (results,) = (tmp_path / "results").glob("*/results.json")
     assert json.loads(results.read_text())["stop_reason"] == reason
+    assert f"<td>{reason}</td>" in "".join(run_sections(build_summary(store, run.id), None))
 
 
 def _monitor(carried_j: float, carried_g: float) -> EnergyMonitor:
