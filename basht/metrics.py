@@ -73,17 +73,9 @@ def job_completion_s(store: Store, run_id: str) -> float | None:
     return sum(a.get("end", a["last"]) - a["start"] for a in spans.values() if "start" in a)
 
 
-def _phase_times(store: Store, run_id: str) -> dict[int, list[float]]:
-    """Every start and end of each attempt's recorded phases."""
-    times: dict[int, list[float]] = defaultdict(list)
-    for p in store.phases(run_id):
-        times[p.attempt].extend((p.start, p.end))
-    return times
-
-
 def provisioned_s(store: Store, run_id: str) -> float:
     """How long the resources were held: deploy start to undeploy end, over every attempt."""
-    return sum(max(times) - min(times) for times in _phase_times(store, run_id).values())
+    return sum(end - start for start, _, end in _attempt_spans(store, run_id).values())
 
 
 def _attempt_spans(store: Store, run_id: str) -> dict[int, tuple[float, float, float]]:
@@ -221,15 +213,15 @@ def cost_so_far_usd(store: Store, run_id: str, experiment: Experiment, now: floa
     from basht.energy.pricing import job_cost_usd
 
     price, data_usd = billing_price(experiment)
-    spans = _phase_times(store, run_id)
+    spans = _attempt_spans(store, run_id)
     if not spans:
         return 0.0
     current = max(spans)
-    bill = billed_so_far(store, run_id, price, min(min(t) for t in spans.values()), now, data_usd)
+    bill = billed_so_far(store, run_id, price, min(s for s, _, _ in spans.values()), now, data_usd)
     if bill is not None:
         return bill
-    held = sum(max(t) - min(t) for a, t in spans.items() if a != current)
-    return job_cost_usd(price, held + max(0.0, now - min(spans[current])))
+    held = sum(end - start for a, (start, _, end) in spans.items() if a != current)
+    return job_cost_usd(price, held + max(0.0, now - spans[current][0]))
 
 
 def compute_metrics(

@@ -15,11 +15,9 @@ import time
 from collections.abc import Callable
 
 from basht.bench.lifecycle import RunContext
-from basht.energy.monitor import EnergyMonitor
+from basht.energy.monitor import J_PER_KWH, EnergyMonitor
 from basht.experiment import SearchSpec
 from basht.metrics import cost_so_far_usd
-
-J_PER_KWH = 3.6e6
 
 
 class SpendingLimits:

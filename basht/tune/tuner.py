@@ -70,6 +70,27 @@ class TunerStatus:
         return self.clock() - self.started
 
 
+Limit = Callable[[], str | None]  # the reason the job must end now, or None
+
+
+def time_limit(status: TunerStatus, budget_s: float) -> Limit:
+    """`search.time_budget_s` as a limit: reached once `status` has run `budget_s` (its clock)."""
+
+    def reached() -> str | None:
+        return f"time budget of {budget_s:g} s used" if status.elapsed_s >= budget_s else None
+
+    return reached
+
+
+def first_reason(limits: Sequence[Limit]) -> str | None:
+    """The reason of the first limit reached, asking them in order until one is."""
+    for limit in limits:
+        reason = limit()
+        if reason is not None:
+            return reason
+    return None
+
+
 @dataclass(slots=True)
 class _Trial:
     row_id: int
@@ -141,7 +162,7 @@ class Tuner:
         can_checkpoint: bool = True,
         target: float | None = None,
         time_budget_s: float | None = None,
-        limits: Sequence[Callable[[], str | None]] = (),
+        limits: Sequence[Limit] = (),
         on_update: Callable[[TunerStatus], None] | None = None,
         on_trial: Callable[[int, int, str], None] | None = None,
     ):
@@ -164,10 +185,11 @@ class Tuner:
         self._maximize = self.mode == "max"
         self.checkpoint_dir = checkpoint_dir
         self.can_checkpoint = can_checkpoint
-        self.target, self.time_budget_s = target, time_budget_s
-        self.limits = list(limits)
+        self.target = target
         self.on_update = on_update
         self.status = TunerStatus(started=self.clock(), clock=self.clock)
+        timed = [time_limit(self.status, time_budget_s)] if time_budget_s is not None else []
+        self.limits: list[Limit] = [*timed, *limits]
         self.trials: dict[int, _Trial] = {}
         self._best_completed: tuple[float, int] | None = None
         self._running: set[int] = set()
@@ -202,8 +224,8 @@ class Tuner:
         executor, status, running = self.executor, self.status, self._running
         poll, handle, on_report, trials = executor.poll, self._handle, self._on_report, self.trials
         while True:
-            if self.time_budget_s is not None or self.limits:
-                self._check_limits()
+            if self.limits and status.stop_reason is None:
+                status.stop_reason = first_reason(self.limits)
             if status.stop_reason is None and executor.idle_workers > 0:
                 self._fill_idle_workers()
             else:
@@ -463,21 +485,6 @@ class Tuner:
         if self.target is None:
             return False
         return value >= self.target if self._maximize else value <= self.target
-
-    def _check_limits(self) -> None:
-        budget = self.time_budget_s
-        if (
-            self.status.stop_reason is None
-            and budget is not None
-            and self.status.elapsed_s >= budget
-        ):
-            self.status.stop_reason = f"time budget of {budget:g} s used"
-        if self.status.stop_reason is None:
-            for limit in self.limits:
-                reason = limit()
-                if reason is not None:
-                    self.status.stop_reason = reason
-                    break
 
     def _abort_running(self) -> None:
         """Ctrl-C or a crash of the loop: what was running is recorded as aborted, the rest kept."""

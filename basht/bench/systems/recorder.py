@@ -31,6 +31,7 @@ from basht.bench.systems.messages import (
 )
 from basht.tune import TunerStatus, trial_seed
 from basht.tune.base import better
+from basht.tune.tuner import first_reason, time_limit
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +85,11 @@ class TrialRecorder:
         self.checkpoint_dir = ctx.results_dir / "checkpoints"
         self.reconcile = reconcile
         self.status = TunerStatus()
-        self.time_budget_s = exp.search.time_budget_s
-        self._spending = SpendingLimits.of(ctx) if ctx.monitor else None
+        budget_s = exp.search.time_budget_s
+        self._limits = [time_limit(self.status, budget_s)] if budget_s is not None else []
+        spending = SpendingLimits.of(ctx) if ctx.monitor is not None else None
+        if spending:
+            self._limits.append(spending)
         self._lock = threading.RLock()
         self._trials: dict[int, _Trial] = {}
         self._numbers: dict[Any, int] = {}
@@ -260,11 +264,9 @@ class TrialRecorder:
                 self.status.stop_reason = reason
 
     def check_limits(self) -> bool:
-        """Whether the job is over: stopped before, or its time, energy or carbon budget used."""
-        budget = self.time_budget_s
-        if budget is not None and self.status.elapsed_s >= budget:
-            self.stop(f"time budget of {budget:g} s used")
-        if self._spending is not None and (reason := self._spending()) is not None:
+        """Whether the job is over: stopped before, or a time, energy, carbon or cost budget
+        used."""
+        if self.status.stop_reason is None and (reason := first_reason(self._limits)):
             self.stop(reason)
         return self.status.stop_reason is not None
 
