@@ -21,6 +21,7 @@ app = typer.Typer(
     help="Sustainable, resource-aware hyperparameter tuning, and the benchmark that measures it.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode="markdown",  # paragraphs reflow to the terminal; `code` shows as code
     pretty_exceptions_enable=False,
 )
 console = Console()
@@ -133,8 +134,10 @@ def compare(
     store: Annotated[str | None, typer.Option(help="Override the file's `store` URL.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress.")] = False,
 ) -> None:
-    """Run each FILE on each system in turn, each run fully undeployed before the next, and
-    compare them side by side (several files: the settings they differ in, and the outcome)."""
+    """Run FILE(s) on each system and compare them side by side.
+
+    Each run is fully undeployed before the next. With several files the table shows the
+    settings they differ in, and the outcome."""
     from basht.bench import RunResult, run_benchmark
     from basht.bench.systems.compare import parse_systems, run_comparison
     from basht.experiment import Experiment, load_experiment
@@ -201,9 +204,10 @@ def resume(
 
 @app.command()
 def validate(file: Annotated[Path, typer.Argument(help="Experiment file (YAML or JSON).")]) -> None:
-    """Check FILE against the schema and what a run would resolve (workload, params and space
-    keys, carbon zone, price, store URL) without running anything; exit code 2 with one line on
-    the first problem."""
+    """Check FILE without running anything; exit code 2 with one line on the first problem.
+
+    Checks the schema and what a run would resolve: workload, params and space keys, carbon
+    zone, price, store URL."""
     from basht.bench.preflight import preflight
     from basht.experiment import load_experiment
 
@@ -320,8 +324,11 @@ def simulate(
         int | None, typer.Option(min=1, help="Simulated workers (default: the file's).")
     ] = None,
     pruners: Annotated[
-        str, typer.Option(help="Comma-separated pruners to compare.")
-    ] = "sha,hyperband,asha,async-hyperband",
+        str | None,
+        typer.Option(
+            help="Comma-separated pruners to compare (default: every early-stopping one)."
+        ),
+    ] = None,
     seeds: Annotated[int, typer.Option(min=1, help="Runs per pruner, seeds 0..N-1.")] = 3,
     target: Annotated[
         float | None, typer.Option(help="The value to reach (default: search.target).")
@@ -340,7 +347,7 @@ def simulate(
     from basht.engine.recorded import RecordedCurves
     from basht.experiment import load_experiment
     from basht.report.console import simulation_table
-    from basht.tune.simulate import simulate_experiment
+    from basht.tune.simulate import SIMULATED_PRUNERS, simulate_experiment
 
     if target is not None and target_top is not None:
         raise BashtError("--target and --target-top: give one")
@@ -350,7 +357,9 @@ def simulate(
     rows = simulate_experiment(
         load_experiment(file),
         table,
-        pruners=[p.strip() for p in pruners.split(",") if p.strip()],
+        pruners=SIMULATED_PRUNERS
+        if pruners is None
+        else [p.strip() for p in pruners.split(",") if p.strip()],
         workers=workers,
         seeds=range(seeds),
         target=target,
@@ -496,8 +505,10 @@ def profile_cmd(
         typer.Option(help="b in t(k) = t(1)·k^-b, when only one GPU count is timed."),
     ] = None,
 ) -> None:
-    """RubberBand's offline profiling: time one trial's epochs at several GPU counts and an
-    instance's start-up on this machine, and write a profile for `basht plan --profile`."""
+    """RubberBand's offline profiling: write a profile for `basht plan --profile`.
+
+    Times one trial's epochs at several GPU counts, and an instance's start-up, on this
+    machine."""
     import yaml
     from rich.table import Table
 

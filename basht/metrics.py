@@ -190,15 +190,17 @@ def _node_prices(store: Store, run_id: str, price: Price, by_node: bool) -> dict
 def billed_so_far(
     store: Store, run_id: str, price: Price, since: float, now: float, data_usd: float = 0.0
 ) -> float | None:
-    """A running job's bill up to `now`, for the live exporter: an elastic cluster's instances
-    (with the data moved onto each), or a Ray cluster's nodes (each from `since` or its joining),
-    each by the provider's rule; None when the run has neither (one instance: time x price)."""
+    """A running job's bill from `since` up to `now`, for the live exporter: an elastic
+    cluster's instances launched since (with the data moved onto each), or a Ray cluster's nodes
+    (each from `since` or its joining), each by the provider's rule; None when the run has
+    neither (one instance: time x price). Earlier attempts' instances are not billed again."""
     from basht.energy.pricing import job_cost_usd
     from basht.plan.cluster import billed_usd
 
     instances = instance_lifetimes(store, run_id, end=now)
     if instances:
-        return billed_usd(price, [life for _, life in instances], data_usd)
+        lives = [life for row, life in instances if row.launched_at >= since]
+        return billed_usd(price, lives, data_usd)
     nodes = ray_nodes(store, run_id)
     if nodes:
         lives = [(node.get("left_at") or now) - max(since, node["joined_at"]) for node in nodes]

@@ -260,6 +260,13 @@ def test_the_bill_so_far_counts_a_running_clusters_instances_or_nodes(store):
     s.update_instance(run_id, 1, 1, released_at=102.0)
     bill = billed_so_far(s, run_id, price, since=100.0, now=105.0, data_usd=0.01)
     assert bill == pytest.approx(0.005 + 0.002 + 2 * 0.01)
+    # An instance launched before `since` (an earlier attempt's) is not billed again.
+    s.add_instance(run_id, 2, 0, [0], 40.0, attempt=1)
+    s.update_instance(run_id, 2, 1, released_at=60.0)
+    assert billed_so_far(s, run_id, price, since=100.0, now=105.0, data_usd=0.01) == bill
+    assert billed_so_far(s, run_id, price, since=0.0, now=105.0, data_usd=0.01) == pytest.approx(
+        bill + 0.020 + 0.01
+    )
 
 
 def test_the_live_cost_is_the_bill_so_far_and_falls_back_to_time_x_price():

@@ -19,6 +19,7 @@ app = typer.Typer(
     help="Batch size optimizer (Zeus-compatible): server, database migrations, trace simulator.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode="markdown",  # paragraphs reflow to the terminal; `code` shows as code
 )
 console = Console()
 err_console = Console(stderr=True)

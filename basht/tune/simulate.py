@@ -135,13 +135,16 @@ def median_time(times: list[float | None]) -> float | None:
 
 
 PRUNERS: tuple[str, ...] = get_args(SearchSpec.model_fields["pruner"].annotation)
+#: What `basht simulate` compares unless told: every early-stopping pruner (`none` is the baseline
+#: that recorded the curves).
+SIMULATED_PRUNERS: tuple[str, ...] = ("sha", "hyperband", "asha", "async-hyperband")
 
 
 def simulate_experiment(
     experiment: Experiment,
     curves: RecordedCurves,
     *,
-    pruners: Sequence[str] = ("sha", "hyperband", "asha", "async-hyperband"),
+    pruners: Sequence[str] = SIMULATED_PRUNERS,
     workers: int | None = None,
     seeds: Sequence[int] = (0, 1, 2),
     target: float | None = None,
