@@ -126,3 +126,23 @@ def test_a_cost_budget_needs_a_price(spec):
     spec["measure"] = {"price": {"usd_per_hour": 0.0}}
     with pytest.raises(ExperimentError, match="cost_budget_usd: measure.price is 0 USD per hour"):
         Experiment.from_dict(spec)
+
+
+# seconds: room for a first result on a loaded machine, where Ray's first trial starts slowly
+@pytest.mark.parametrize("system", ["optuna", "raytune"])
+def test_a_peer_system_ends_its_search_at_the_time_budget(spec, tmp_path, system):
+    spec["system"] = system
+    spec["workload"]["params"] = {"epoch_s": 0.1}
+    spec["search"].update(max_trials=1000, max_budget=5, time_budget_s=6)
+    path = tmp_path / "time.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    done = basht("run", "-q", str(path), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    store = Store(spec["store"])
+    (run,) = store.list_runs()
+    assert run.status == "completed" and run.stop_reason == "time budget of 6 s used"
+    trials = store.trials(run.id)
+    assert 0 < len(trials) < 1000
+    assert {t.state for t in trials} <= {"completed", "stopped"}
+    (search,) = [p for p in store.phases(run.id) if p.name == "run"]
+    assert search.end - search.start >= 6.0
