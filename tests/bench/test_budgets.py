@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 import yaml
@@ -19,26 +20,33 @@ from basht.store import Store
 from tests.cli import basht
 
 
+def _run_until_a_limit(spec, tmp_path, *args: str, **search) -> tuple[Store, Any, str]:
+    """`basht run` of 0.5 s trials, up to 1,000 of them unless a limit in `search` ends it
+    first: the store, its one run, and the command's output."""
+    spec["workload"]["params"] = {"epoch_s": 0.1}
+    spec["search"].update(max_trials=1000, max_budget=5, **search)
+    path = tmp_path / "limited.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    done = basht("run", *args, str(path), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    store = Store(spec["store"])
+    (run,) = store.list_runs()
+    trials = store.trials(run.id)
+    assert 0 < len(trials) < 1000
+    assert {t.state for t in trials} <= {"completed", "stopped"}
+    return store, run, done.stdout
+
+
 # kWh: a few seconds of this machine's estimated power, after what deploy uses (Optuna's worker
 # processes take a few seconds to start on a loaded machine)
 @pytest.mark.parametrize("system, budget", [("native", 4e-6), ("optuna", 8e-6)])
 def test_a_run_ends_once_its_energy_budget_is_used(spec, tmp_path, system, budget):
     spec["system"] = system
-    spec["workload"]["params"] = {"epoch_s": 0.1}
-    spec["search"].update(max_trials=1000, max_budget=5, energy_budget_kwh=budget)
     spec["measure"] = {"energy": "estimate"}
-    path = tmp_path / "budget.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    done = basht("run", str(path), cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-2000:]
+    store, run, out = _run_until_a_limit(spec, tmp_path, energy_budget_kwh=budget)
     reason = f"energy budget of {budget:g} kWh used (estimate)"
-    assert reason in " ".join(done.stdout.split())
-    store = Store(spec["store"])
-    (run,) = store.list_runs()
+    assert reason in " ".join(out.split())
     assert run.status == "completed" and run.stop_reason == reason
-    trials = store.trials(run.id)
-    assert 0 < len(trials) < 1000
-    assert {t.state for t in trials} <= {"completed", "stopped"}
     metrics = {m.name: m.value for m in store.metrics(run.id)}
     assert metrics["energy_total"] >= budget  # the meter the run reports reached it
     (results,) = (tmp_path / "results").glob("*/results.json")
@@ -93,19 +101,11 @@ def test_a_budget_used_before_any_result_says_so(spec, tmp_path):
 
 
 def test_a_run_ends_once_its_cost_budget_is_billed(spec, tmp_path):
-    spec["workload"]["params"] = {"epoch_s": 0.1}
-    spec["search"].update(max_trials=1000, max_budget=5, cost_budget_usd=4.0)
     spec["measure"] = {"energy": "estimate", "price": {"usd_per_hour": 3600.0}}  # 1 USD a second
-    path = tmp_path / "cost.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    done = basht("run", "-q", str(path), cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-2000:]
-    store = Store(spec["store"])
-    (run,) = store.list_runs()
+    store, run, _ = _run_until_a_limit(spec, tmp_path, "-q", cost_budget_usd=4.0)
     assert run.stop_reason == "cost budget of 4 USD used"
     metrics = {m.name: m.value for m in store.metrics(run.id)}
     assert 4.0 <= metrics["OC"] < 15.0  # billed on to the end of undeploy
-    assert 0 < len(store.trials(run.id)) < 1000
 
 
 def test_the_bill_so_far_counts_earlier_attempts_and_the_running_one_to_now(spec, tmp_path):
@@ -132,17 +132,7 @@ def test_a_cost_budget_needs_a_price(spec):
 @pytest.mark.parametrize("system", ["optuna", "raytune"])
 def test_a_peer_system_ends_its_search_at_the_time_budget(spec, tmp_path, system):
     spec["system"] = system
-    spec["workload"]["params"] = {"epoch_s": 0.1}
-    spec["search"].update(max_trials=1000, max_budget=5, time_budget_s=6)
-    path = tmp_path / "time.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    done = basht("run", "-q", str(path), cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-2000:]
-    store = Store(spec["store"])
-    (run,) = store.list_runs()
+    store, run, _ = _run_until_a_limit(spec, tmp_path, "-q", time_budget_s=6)
     assert run.status == "completed" and run.stop_reason == "time budget of 6 s used"
-    trials = store.trials(run.id)
-    assert 0 < len(trials) < 1000
-    assert {t.state for t in trials} <= {"completed", "stopped"}
     (search,) = [p for p in store.phases(run.id) if p.name == "run"]
     assert search.end - search.start >= 6.0
