@@ -279,14 +279,17 @@ def run_ray(
     from ray.tune.schedulers import ASHAScheduler
     from ray.tune.search import BasicVariantGenerator
 
+    from basht.engine.ray_session import ray_on_loopback
+
     start = time.perf_counter()
-    ray.init(
-        num_cpus=workers,
-        include_dashboard=False,
-        _node_ip_address="127.0.0.1",
-        logging_level=logging.WARNING,
-        log_to_driver=False,
-    )
+    with ray_on_loopback():  # also when something imported Ray before the variable was set
+        ray.init(
+            num_cpus=workers,
+            include_dashboard=False,
+            _node_ip_address="127.0.0.1",
+            logging_level=logging.WARNING,
+            log_to_driver=False,
+        )
     init_s = time.perf_counter() - start
     rows = []
     try:

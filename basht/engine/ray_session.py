@@ -32,6 +32,9 @@ from basht.errors import BashtError
 
 log = logging.getLogger(__name__)
 
+#: 0: Ray's node address stays 127.0.0.1 (see `ray_on_loopback`).
+ENABLE_RAY_CLUSTER_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
 _CLIENT_TRIES = 3
 _CLIENT_RETRY_S = 5.0
 # What a Ray Client head says when it could not start the server for this driver: its runtime-env
@@ -55,12 +58,11 @@ class RaySession:
     def open(self) -> Any:
         # Read by Ray on import (a local Ray binds to 127.0.0.1 only) and by the processes it
         # starts (no usage report sent home); neither is left set in this process afterwards.
-        defaults = {"RAY_USAGE_STATS_ENABLED": "0"}
-        if self.local or _on_loopback(self.address):
-            # Ray swaps a loopback address for this machine's network address unless told not
-            # to; a cluster on 127.0.0.1 is then reached over the network interface, or not at all.
-            defaults["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-        with _env_defaults(defaults):
+        loopback = self.local or _on_loopback(self.address)
+        with (
+            _env_defaults({"RAY_USAGE_STATS_ENABLED": "0"}),
+            ray_on_loopback() if loopback else contextlib.nullcontext(),
+        ):
             try:
                 import ray
             except ImportError:
@@ -273,6 +275,31 @@ def _local_token_auth() -> None:
         from ray._raylet import Config
 
         Config.initialize("")
+
+
+@contextlib.contextmanager
+def ray_on_loopback() -> Iterator[None]:
+    """For the time of the block, a Ray started or joined in this process keeps to 127.0.0.1.
+
+    Ray swaps a loopback address (`_node_ip_address="127.0.0.1"` too) for this machine's network
+    address unless RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER is 0, and reads that variable once, when it
+    is first imported. So the variable is set (unless the user set it), for Ray's own processes
+    and a first import, and a Ray imported before the block (Ray Tune's modules import it) is
+    told through the constant it read.
+    """
+    with _env_defaults({ENABLE_RAY_CLUSTER_ENV: "0"}):
+        constants = sys.modules.get("ray._private.ray_constants")
+        before = getattr(constants, "ENABLE_RAY_CLUSTER", None)
+        if constants is not None:
+            constants.ENABLE_RAY_CLUSTER = os.environ[ENABLE_RAY_CLUSTER_ENV].lower() in (
+                "1",
+                "true",
+            )
+        try:
+            yield
+        finally:
+            if constants is not None:
+                constants.ENABLE_RAY_CLUSTER = before
 
 
 @contextlib.contextmanager

@@ -41,6 +41,7 @@ class Watch:
         self.temp_dir: Path | None = None
         self.ray_processes: list[psutil.Process] = []
         self.assigned: list[tuple[int, int | None, int | None, str]] = []
+        self.node_addresses: list[str] = []
 
     def factory(self, ctx: Any) -> Any:
         real_assign = ctx.monitor.assign
@@ -55,8 +56,11 @@ class Watch:
 
     def on_phase(self, timing: Any) -> None:
         if timing.name == "deploy":
+            import ray
+
             self.temp_dir = self.sut.cluster.temp_dir
             self.ray_processes = _ray_processes(str(self.temp_dir))
+            self.node_addresses = [node["NodeManagerAddress"] for node in ray.nodes()]
 
 
 def test_hyperband_pauses_and_resumes_through_all_seven_phases(spec, tmp_path):
@@ -105,6 +109,9 @@ def test_hyperband_pauses_and_resumes_through_all_seven_phases(spec, tmp_path):
     assert {trial for _, trial in started} == set(range(6))
     assert os.getpid() not in {pid for pid, _ in started}
     assert any(kind == "test" for *_, kind in watch.assigned)
+
+    # Ray was imported before it started (by this module, as by Ray Tune's): still on loopback.
+    assert watch.node_addresses == ["127.0.0.1"]
 
     # Undeploy: Ray is down, its processes are gone, its directory is removed.
     assert watch.ray_processes, "found no process of the run's Ray while it was up"

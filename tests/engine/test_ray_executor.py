@@ -613,6 +613,11 @@ def _await_idle(ex: RayExecutor, workers: int) -> None:
         assert ex.poll(1.0) == []
 
 
+def test_a_local_ray_started_after_ray_was_imported_stays_on_loopback(executor):
+    # This module imported Ray before the executor started it: Ray had read its environment.
+    assert [node["NodeManagerAddress"] for node in ray.nodes()] == ["127.0.0.1"]
+
+
 def test_a_pause_comes_back_through_the_object_store_and_resumes_the_same(executor, tmp_path):
     ref, config = WorkloadRef("digits-sgd"), {"alpha": 1e-3}
     straight = _straight(executor, TrialTask(1, config, ref, seed=11), 4)

@@ -19,6 +19,8 @@ from typing import Any
 
 import psutil
 
+from basht.engine.ray_session import ray_on_loopback
+
 log = logging.getLogger(__name__)
 
 #: Set in the environment of Ray and of every process it starts (see the module docstring).
@@ -65,7 +67,8 @@ class LocalRay:
         else:
             options["address"] = self.address
         self._started = True
-        ray.init(**options)
+        with ray_on_loopback() if self.address is None else contextlib.nullcontext():
+            ray.init(**options)
 
     def stop(self) -> None:
         """Shut Ray down, wait for (or end) the processes it started, remove its directory."""
