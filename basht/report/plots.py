@@ -47,11 +47,13 @@ PHASE_COLOURS = dict(
 
 @dataclass(frozen=True)
 class Curve:
-    """One best-so-far line: (seconds since the run phase began, best value) per new best."""
+    """One best-so-far line: (seconds since the run phase began, best value) per new best, held
+    until `end_s` (the run phase's end), so a search that found nothing better later shows it."""
 
     label: str
     system: str
     points: list[tuple[float, float]]
+    end_s: float | None = None
 
 
 def pyplot() -> Any:
@@ -98,6 +100,9 @@ def best_so_far_plot(
             continue
         xs = [t for t, _ in curve.points]
         ys = [v for _, v in curve.points]
+        if curve.end_s is not None and curve.end_s > xs[-1]:
+            xs.append(curve.end_s)
+            ys.append(ys[-1])
         label = curve.label if curve.label not in labelled else None
         labelled.add(curve.label)
         ax.step(
@@ -111,6 +116,7 @@ def best_so_far_plot(
         )
     if target is not None:
         ax.axhline(target, color="black", linestyle="--", linewidth=1, label=f"target {target:g}")
+    ax.set_xlim(left=0)  # the time before a first result counts too
     ax.set_xlabel("seconds since the run phase began")
     ax.set_ylabel(f"best validation {metric} so far ({mode})")
     ax.set_title(title)
@@ -220,6 +226,11 @@ def _search(store: Store, run_id: str) -> dict[str, Any]:
     return store.get_experiment(run.experiment_id).spec
 
 
+def _best_so_far(store: Store, system: str, run_id: str, mode: str) -> Curve:
+    points = runstats.best_so_far(store, run_id, mode)
+    return Curve(system, system, points, runstats.run_length_s(store, run_id))
+
+
 def write_run_plots(store: Store, run_id: str, folder: Path | None = None) -> dict[str, Path]:
     """The four plots of one run, into `folder` (default: the run's results folder)."""
     run = store.get_run(run_id)
@@ -227,7 +238,7 @@ def write_run_plots(store: Store, run_id: str, folder: Path | None = None) -> di
     search, workers = spec["search"], spec["resources"]["workers"]
     folder = Path(folder or run.results_dir)
     label = f"{run.system} · {run.id}"
-    curve = Curve(run.system, run.system, runstats.best_so_far(store, run.id, search["mode"]))
+    curve = _best_so_far(store, run.system, run.id, search["mode"])
     source = runstats.energy_source(store, run.id)
     energy = runstats.trial_energy_j(store, run.id)
     phases = runstats.phase_durations(store, run.id)
@@ -283,10 +294,7 @@ def write_comparison_plots(
     spec = _search(store, runs[0][1])
     search = spec["search"]
     target = target if target is not None else search.get("target")
-    curves = [
-        Curve(system, system, runstats.best_so_far(store, run_id, search["mode"]))
-        for system, run_id in runs
-    ]
+    curves = [_best_so_far(store, system, run_id, search["mode"]) for system, run_id in runs]
     by_system: dict[str, list[str]] = defaultdict(list)
     for system, run_id in runs:
         by_system[system].append(run_id)

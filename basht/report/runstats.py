@@ -19,6 +19,14 @@ def run_start(store: Store, run_id: str) -> float | None:
     return min(starts) if starts else None
 
 
+def run_length_s(store: Store, run_id: str) -> float | None:
+    """Seconds from the run phase's first start to its last end (every attempt), or None."""
+    runs = [p for p in store.phases(run_id) if p.name == "run"]
+    if not runs:
+        return None
+    return max(p.end for p in runs) - min(p.start for p in runs)
+
+
 def best_so_far(store: Store, run_id: str, mode: str) -> list[tuple[float, float]]:
     """(seconds since the run phase began, best value reported by any trial so far), per new best."""
     start = run_start(store, run_id)

@@ -17,17 +17,19 @@ from basht.metrics import cost_so_far_usd
 from basht.report.html import run_sections
 from basht.report.results import build_summary
 from basht.store import Store
-from tests.cli import basht
+from tests.cli import basht, cli_env
 
 
-def _run_until_a_limit(spec, tmp_path, *args: str, **search) -> tuple[Store, Any, str]:
+def _run_until_a_limit(
+    spec, tmp_path, *args: str, env: dict[str, str] | None = None, **search
+) -> tuple[Store, Any, str]:
     """`basht run` of 0.5 s trials, up to 1,000 of them unless a limit in `search` ends it
     first: the store, its one run, and the command's output."""
     spec["workload"]["params"] = {"epoch_s": 0.1}
     spec["search"].update(max_trials=1000, max_budget=5, **search)
     path = tmp_path / "limited.yaml"
     path.write_text(yaml.safe_dump(spec))
-    done = basht("run", *args, str(path), cwd=tmp_path)
+    done = basht("run", *args, str(path), cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     store = Store(spec["store"])
     (run,) = store.list_runs()
@@ -128,11 +130,15 @@ def test_a_cost_budget_needs_a_price(spec):
         Experiment.from_dict(spec)
 
 
-# seconds: room for a first result on a loaded machine, where Ray's first trial starts slowly
-@pytest.mark.parametrize("system", ["optuna", "raytune"])
-def test_a_peer_system_ends_its_search_at_the_time_budget(spec, tmp_path, system):
+# seconds: room for a first result on a loaded machine (the suite runs two files at once). Ray
+# runs its workers at niceness 15, so busy processes beside it can hold its first trial back for a
+# minute; here the workers get the same priority as everything else (the limit is under test, not
+# Ray's priorities), and the first result comes within 8 s even with both cores kept busy.
+@pytest.mark.parametrize("system, budget_s", [("optuna", 6), ("raytune", 15)])
+def test_a_peer_system_ends_its_search_at_the_time_budget(spec, tmp_path, system, budget_s):
     spec["system"] = system
-    store, run, _ = _run_until_a_limit(spec, tmp_path, "-q", time_budget_s=6)
-    assert run.status == "completed" and run.stop_reason == "time budget of 6 s used"
+    env = cli_env(RAY_worker_niceness="0")
+    store, run, _ = _run_until_a_limit(spec, tmp_path, "-q", env=env, time_budget_s=budget_s)
+    assert run.status == "completed" and run.stop_reason == f"time budget of {budget_s} s used"
     (search,) = [p for p in store.phases(run.id) if p.name == "run"]
-    assert search.end - search.start >= 6.0
+    assert search.end - search.start >= budget_s

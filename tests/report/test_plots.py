@@ -79,3 +79,6 @@ def test_the_curves_and_bars_are_the_stored_numbers(real):
         assert sum(split.values()) / 3.6e6 == pytest.approx(metrics["energy_total"], rel=1e-9)
         phases = runstats.phase_durations(real.store, run_id)
         assert set(phases) == {p.name for p in real.store.phases(run_id)}
+        # The line is held to the end of the run phase, after the last new best.
+        length = runstats.run_length_s(real.store, run_id)
+        assert length == pytest.approx(phases["run"]) and curve[-1][0] <= length
