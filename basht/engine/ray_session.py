@@ -290,11 +290,9 @@ def ray_on_loopback() -> Iterator[None]:
     with _env_defaults({ENABLE_RAY_CLUSTER_ENV: "0"}):
         constants = sys.modules.get("ray._private.ray_constants")
         before = getattr(constants, "ENABLE_RAY_CLUSTER", None)
-        if constants is not None:
-            constants.ENABLE_RAY_CLUSTER = os.environ[ENABLE_RAY_CLUSTER_ENV].lower() in (
-                "1",
-                "true",
-            )
+        if constants is not None:  # read as Ray reads it: "1" or "true" turns clusters on
+            enabled = os.environ[ENABLE_RAY_CLUSTER_ENV].lower() in ("1", "true")
+            constants.ENABLE_RAY_CLUSTER = enabled
         try:
             yield
         finally:

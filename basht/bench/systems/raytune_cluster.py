@@ -19,13 +19,13 @@ from typing import Any
 
 import psutil
 
-from basht.engine.ray_session import ray_on_loopback
+from basht.engine.ray_session import ENABLE_RAY_CLUSTER_ENV, ray_on_loopback
 
 log = logging.getLogger(__name__)
 
 #: Set in the environment of Ray and of every process it starts (see the module docstring).
 RAY_ENV = {
-    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # one local node; never expose a cluster
+    ENABLE_RAY_CLUSTER_ENV: "0",  # one local node on 127.0.0.1; never expose a cluster
     "RAY_USAGE_STATS_ENABLED": "0",  # no usage reports leave the machine
     "RAY_AIR_NEW_OUTPUT": "0",  # with verbose=0, Tune prints nothing per trial
     "TUNE_DISABLE_SIGINT_HANDLER": "1",  # Ctrl-C reaches Basht, which aborts and undeploys
