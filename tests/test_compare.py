@@ -347,7 +347,7 @@ def test_files_compare_side_by_side_opening_with_the_settings_they_differ_in(tmp
 
 
 def test_what_ended_each_column_s_search_is_a_row(tmp_path):
-    """A target ends one file's search; the other runs out of trials and says nothing."""
+    """A target ends one file's search; the other runs out of trials and says so."""
     for name, target in (("stops", 2.0), ("runs-out", None)):
         spec: dict[str, Any] = copy.deepcopy(BASE)
         spec["name"] = name
@@ -359,7 +359,10 @@ def test_what_ended_each_column_s_search_is_a_row(tmp_path):
     experiments = [load_experiment(tmp_path / f) for f in ("stops.yaml", "runs-out.yaml")]
     comparison = run_comparison(experiments, ["native"], results_root=tmp_path / "results")
     rows = {row.label: row for row in compare_rows(Store(experiments[0].store), comparison)}
-    assert rows["search ended"].text == {"stops": "target 2.0 reached"}
+    assert rows["search ended"].text == {
+        "stops": "target 2.0 reached",
+        "runs-out": "max_trials (20) reached",
+    }
 
 
 def test_files_that_cannot_be_compared_are_refused_before_anything_runs(spec, tmp_path):

@@ -14,7 +14,7 @@ from basht.bench.lifecycle import BestTrial, RunContext, SystemUnderTest
 from basht.bench.measurement import start_exporter, start_monitor
 from basht.bench.timing import Timing, timed
 from basht.errors import BashtError, RunInterrupted
-from basht.experiment import DERIVED_KEYS, Experiment
+from basht.experiment import DERIVED_KEYS, Experiment, SearchSpec
 from basht.metrics import compute_metrics, operating_cost_usd
 from basht.report.results import build_summary, write_results_json
 from basht.store import Store
@@ -62,6 +62,16 @@ def make_system(ctx: RunContext) -> SystemUnderTest:
 
         return RayTuneSystem(ctx)
     raise BashtError(f"system: {system!r} is not available in this version")
+
+
+def search_ended(reason: str | None, trials: int, search: SearchSpec) -> str:
+    """Why the search ended: the limit that ended it (a target, a budget), or else its trial
+    limit reached, or else the algorithm out of trials (a bracket or a grid done)."""
+    if reason is not None:
+        return reason
+    if search.max_trials is not None and trials >= search.max_trials:
+        return f"max_trials ({search.max_trials}) reached"
+    return "the algorithm had no more trials to run"
 
 
 def run_benchmark(
@@ -165,7 +175,11 @@ def _execute(
             sut.setup()
         with timed("run", record):
             sut.run()
-        store.update_run(run_id, stop_reason=ctx.notes.get("stop_reason"))
+        reason = search_ended(
+            ctx.notes.get("stop_reason"), len(store.trials(run_id)), ctx.experiment.search
+        )
+        ctx.notes["stop_reason"] = reason
+        store.update_run(run_id, stop_reason=reason)
         with timed("collect_results", record):
             best: BestTrial = sut.collect_results()
             store.update_run(

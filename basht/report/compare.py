@@ -86,7 +86,7 @@ def compare_rows(store: Store, comparison: Comparison) -> list[Row]:
             errors.text[column] = f"seed {failed[0].seed}: {failed[0].error}"
     if errors.text:
         rows.append(errors)
-    ended = Row("search ended", section="result")  # a target or a budget, where one did
+    ended = Row("search ended", section="result")  # a target, a budget, the trial limit...
     for column, runs in by_system.items():
         reasons = list(dict.fromkeys(s["stop_reason"] for s in runs if s.get("stop_reason")))
         if reasons:

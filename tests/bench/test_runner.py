@@ -168,8 +168,12 @@ def test_a_missing_metric_fails_the_trial_with_a_reason(spec, tmp_path):
     spec["workload"] = {"name": "tests.user_workloads:not_a_dict"}
     spec["space"] = {"x": {"type": "float", "low": 0.1, "high": 1.0}}
     spec["search"].update(max_trials=2)
-    with pytest.raises(BashtError, match="nothing to test"):
+    with pytest.raises(BashtError) as failed:
         run_benchmark(Experiment.from_dict(spec), results_root=tmp_path / "results")
+    assert str(failed.value) == (
+        "no trial produced a result before the search ended (max_trials (2) reached), "
+        "so there is nothing to test"
+    )
     trials = Store(spec["store"]).trials(Store(spec["store"]).list_runs()[0].id)
     assert all(t.state == "failed" and "missing or not finite" in t.error for t in trials)
 
@@ -188,6 +192,10 @@ def test_grid_search_runs_every_configuration(spec, tmp_path):
         {"x": 0.5, "n": 1},
         {"x": 0.5, "n": 2},
     ]
+    # No limit ended it: the grid did.
+    assert Store(spec["store"]).get_run(result.run_id).stop_reason == (
+        "the algorithm had no more trials to run"
+    )
 
 
 def test_target_stops_the_job(spec, tmp_path):
