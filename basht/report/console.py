@@ -143,6 +143,7 @@ def runs_table(runs: Sequence[RunRow]) -> Table:
         title_justify="left",
         box=None,
         pad_edge=False,
+        collapse_padding=True,  # one space between columns
         header_style="bold underline",
     )
     table.add_column("run", no_wrap=True, min_width=max((len(r.id) for r in runs), default=3))
