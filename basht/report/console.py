@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.console import Console, Group
 from rich.table import Table
+from rich.text import Text
 
 from basht.report.plan import cluster_tables
 from basht.store import RunRow
@@ -48,9 +49,10 @@ def result_tables(summary: dict[str, Any]) -> Group:
     )
     if summary.get("stop_reason"):
         head.add_row("search ended", summary["stop_reason"])
-    head.add_row("results", summary["results_dir"])
+    # Paths and URLs are there to be copied: folded onto the next line, never cut short.
+    head.add_row("results", Text(summary["results_dir"], overflow="fold"))
     if live := (summary.get("measurement") or {}).get("prometheus"):
-        head.add_row("live metrics", live)
+        head.add_row("live metrics", Text(live, overflow="fold"))
 
     phases = Table(title="phases", title_justify="left")
     phases.add_column("phase")
