@@ -42,14 +42,18 @@ class SpendingLimits:
         self.reason: str | None = None
 
     @classmethod
-    def of(cls, ctx: RunContext) -> SpendingLimits:
-        """The limits of the run `ctx` runs, on its monitor and its store."""
+    def of(cls, ctx: RunContext) -> SpendingLimits | None:
+        """The limits of the run `ctx` runs, on its monitor and its store; None when it sets no
+        budget or has no monitor (then there is nothing to ask)."""
         store, run_id, experiment = ctx.store, ctx.run_id, ctx.experiment
-        return cls(
+        if ctx.monitor is None:
+            return None
+        limits = cls(
             experiment.search,
             ctx.monitor,
             lambda now: cost_so_far_usd(store, run_id, experiment, now),
         )
+        return limits if limits else None
 
     def __bool__(self) -> bool:
         return any(b is not None for b in (self.energy_kwh, self.carbon_g, self.usd))

@@ -93,7 +93,7 @@ class NativeSystem:
     def run(self) -> None:
         assert self.executor is not None
         exp = self.ctx.experiment
-        spending = SpendingLimits.of(self.ctx) if self.ctx.monitor is not None else None
+        spending = SpendingLimits.of(self.ctx)
         self.tuner = Tuner(
             self.algorithm,
             self.executor,
@@ -104,7 +104,7 @@ class NativeSystem:
             can_checkpoint=self.can_checkpoint,
             target=exp.search.target,
             time_budget_s=exp.search.time_budget_s,
-            limits=[spending] if spending else (),  # none set: the loop does not ask
+            limits=[spending] if spending is not None else (),  # none set: the loop does not ask
             on_update=self.ctx.on_update,
             on_trial=self._on_trial,
         )

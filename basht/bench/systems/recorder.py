@@ -87,8 +87,7 @@ class TrialRecorder:
         self.status = TunerStatus()
         budget_s = exp.search.time_budget_s
         self._limits = [time_limit(self.status, budget_s)] if budget_s is not None else []
-        spending = SpendingLimits.of(ctx) if ctx.monitor is not None else None
-        if spending:
+        if (spending := SpendingLimits.of(ctx)) is not None:
             self._limits.append(spending)
         self._lock = threading.RLock()
         self._trials: dict[int, _Trial] = {}
