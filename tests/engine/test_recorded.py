@@ -177,10 +177,12 @@ def test_a_run_with_no_full_curve_is_refused_in_one_line(tmp_path):
         (b"not json", "is not a recorded-curves file"),
         (json.dumps({"format": "other"}).encode(), "format 'basht-recorded-curves/1'"),
         (
-            gzip.compress(json.dumps({"format": "basht-recorded-curves/1"}).encode()),
+            # mtime 0: the same bytes in every process, so parallel workers collect one test id
+            gzip.compress(json.dumps({"format": "basht-recorded-curves/1"}).encode(), mtime=0),
             "miss the key 'metric'",
         ),
     ],
+    ids=["not-json", "other-format", "gzipped-without-metric"],
 )
 def test_bad_files_get_one_line_naming_the_file(tmp_path, content, message):
     path = tmp_path / "curves.json"
