@@ -59,6 +59,11 @@ class NewConfigs:
             self._observe(self._configs[trial_id], budget, value)
 
 
+def never_suggested(trial_id: int) -> ValueError:
+    """The error for a report, completion or failure of a trial the algorithm never handed out."""
+    return ValueError(f"trial {trial_id!r} was never suggested by this algorithm")
+
+
 def check_budgets(min_budget: int, max_budget: int | None, eta: int) -> None:
     if eta < 2:
         raise ValueError(f"eta must be at least 2, got {eta}")

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from basht.space import SearchSpace
-from basht.tune._common import NewConfigs, check_budgets, check_mode
+from basht.tune._common import NewConfigs, check_budgets, check_mode, never_suggested
 from basht.tune.base import Decision, Suggestion
 from basht.tune.rungs import Rung, ilog, level, rung_levels, signed
 from basht.tune.samplers import Sampler
@@ -173,7 +173,7 @@ class AsyncSuccessiveHalving:
     # -- tell -----------------------------------------------------------------------------------
 
     def report(self, trial_id: int, budget: int, value: float) -> Decision:
-        trial = self.trials[trial_id]
+        trial = self._trial(trial_id)
         if budget < trial.budget:
             return _CONTINUE  # between rungs: most per-epoch reports end here
         return self._reach(trial_id, trial, budget, value)
@@ -197,12 +197,18 @@ class AsyncSuccessiveHalving:
         return _CONTINUE
 
     def complete(self, trial_id: int) -> None:
-        self.trials[trial_id].done = True
+        self._trial(trial_id).done = True
 
     def fail(self, trial_id: int) -> None:
-        trial = self.trials[trial_id]
+        trial = self._trial(trial_id)
         trial.done = True
         self.brackets[trial.bracket].withdraw(trial_id)
+
+    def _trial(self, trial_id: int) -> _Trial:
+        try:
+            return self.trials[trial_id]
+        except KeyError:
+            raise never_suggested(trial_id) from None
 
     def is_finished(self) -> bool:
         if self.new.available():

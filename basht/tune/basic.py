@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from basht.space import SearchSpace
-from basht.tune._common import NewConfigs, check_mode
+from basht.tune._common import NewConfigs, check_mode, never_suggested
 from basht.tune.base import Decision, Suggestion
 from basht.tune.samplers import Sampler
 
@@ -38,15 +38,21 @@ class FullBudgetSearch:
         return Suggestion(*drawn, self.max_budget)
 
     def report(self, trial_id: int, budget: int, value: float) -> Decision:
+        self._check(trial_id)
         if budget >= self.max_budget:
             self.new.observe(trial_id, self.max_budget, value)
         return _CONTINUE
 
     def complete(self, trial_id: int) -> None:
-        pass
+        self._check(trial_id)
 
     def fail(self, trial_id: int) -> None:
-        pass
+        self._check(trial_id)
+
+    def _check(self, trial_id: int) -> None:
+        """Trials are numbered from 0 as they are suggested: any other id was never handed out."""
+        if not 0 <= trial_id < self.new.next_id:
+            raise never_suggested(trial_id)
 
     def is_finished(self) -> bool:
         return self.new.available() == 0

@@ -17,7 +17,7 @@ from heapq import heappop, heappush
 from typing import Any
 
 from basht.space import SearchSpace
-from basht.tune._common import NewConfigs, check_budgets, check_mode
+from basht.tune._common import NewConfigs, check_budgets, check_mode, never_suggested
 from basht.tune.base import Decision, Suggestion
 from basht.tune.rungs import ilog, rung_levels, signed
 from basht.tune.samplers import Sampler
@@ -173,7 +173,7 @@ class SynchronousHyperband:
         return None
 
     def report(self, trial_id: int, budget: int, value: float) -> Decision:
-        bracket = self.brackets[self.trial_bracket[trial_id]]
+        bracket = self._bracket_of(trial_id)
         if budget < bracket.levels[bracket.k] or trial_id not in bracket.members:
             return _CONTINUE
         self.arrivals += 1
@@ -190,10 +190,10 @@ class SynchronousHyperband:
                 self._list(bracket)
 
     def complete(self, trial_id: int) -> None:
-        pass
+        self._bracket_of(trial_id)
 
     def fail(self, trial_id: int) -> None:
-        bracket = self.brackets[self.trial_bracket[trial_id]]
+        bracket = self._bracket_of(trial_id)
         if trial_id in bracket.members and trial_id not in bracket.results:
             self.arrivals += 1
             bracket.results[trial_id] = (float("inf"), self.arrivals)
@@ -203,6 +203,12 @@ class SynchronousHyperband:
 
     def is_finished(self) -> bool:
         return all(b.done for b in self.brackets) and self.new.available() == 0
+
+    def _bracket_of(self, trial_id: int) -> _SyncBracket:
+        try:
+            return self.brackets[self.trial_bracket[trial_id]]
+        except KeyError:
+            raise never_suggested(trial_id) from None
 
 
 def SHA(  # noqa: N802 - reads as the algorithm's name

@@ -7,6 +7,7 @@ integers, so `rung_levels(1, 243, 3)` is exactly [1, 3, 9, 27, 81, 243].
 
 from __future__ import annotations
 
+import math
 from heapq import heappop, heappush, heappushpop, heapreplace
 
 
@@ -122,5 +123,8 @@ class Rung:
 
 
 def signed(value: float, mode: str) -> float:
-    """Turn a value into a cost: smaller is better whatever the mode."""
+    """Turn a value into a cost: smaller is better whatever the mode. NaN is the worst cost, so a
+    trial that reported no number never outranks one that did (NaN has no order of its own)."""
+    if value != value:
+        return math.inf
     return -value if mode == "max" else value

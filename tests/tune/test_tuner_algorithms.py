@@ -10,7 +10,7 @@ import pytest
 from basht.engine import COMPLETE, CONTINUE, LocalExecutor, SyntheticCurve, TrialTask, WorkloadRef
 from basht.space import Float, SearchSpace
 from basht.store import Store
-from basht.tune import ASHA, SHA, AsyncHyperband, Hyperband, trial_seed
+from basht.tune import ASHA, SHA, AsyncHyperband, Hyperband, RandomSearch, trial_seed
 from basht.tune.simulate import simulate
 from tests.test_cli import _basht
 
@@ -67,3 +67,47 @@ def test_digits_asha_stores_stops_and_promotions_and_resumes_exactly(tmp_path):
         executor.shutdown()
     assert [r.epoch for r in reports] == [1, 2, 3]
     assert [r.metrics for r in reports] == straight
+
+
+ASK_TELL = {
+    "random": lambda **kw: RandomSearch(SPACE, metric="accuracy", max_budget=9, **kw),
+    "sha": lambda **kw: SHA(SPACE, metric="accuracy", max_budget=9, **kw),
+    "hyperband": lambda **kw: Hyperband(SPACE, metric="accuracy", max_budget=9, **kw),
+    "asha": lambda **kw: ASHA(SPACE, metric="accuracy", max_budget=9, **kw),
+    "asha-stopping": lambda **kw: ASHA(
+        SPACE, metric="accuracy", max_budget=9, variant="stopping", **kw
+    ),
+    "async-hyperband": lambda **kw: AsyncHyperband(SPACE, metric="accuracy", max_budget=9, **kw),
+}
+
+
+@pytest.mark.parametrize("name", ASK_TELL)
+def test_telling_about_a_trial_never_suggested_names_it(name):
+    algo = ASK_TELL[name](seed=0)
+    algo.suggest()
+    for tell in (
+        lambda: algo.report(7, budget=1, value=0.5),
+        lambda: algo.complete(7),
+        lambda: algo.fail(7),
+    ):
+        with pytest.raises(ValueError, match="trial 7 was never suggested"):
+            tell()
+
+
+@pytest.mark.parametrize("name", ["sha", "hyperband", "asha"])
+@pytest.mark.parametrize("mode", ["max", "min"])
+@pytest.mark.parametrize("nan_at", [0, 4, 8])
+def test_a_nan_result_ranks_below_every_number(name, mode, nan_at):
+    """Nine results at the first rung, one NaN: the top three are the best three numbers.
+    (NaN compares false with everything, so unranked it could land anywhere in a rung.)"""
+    algo = ASK_TELL[name](seed=0, eta=3, max_trials=9, mode=mode)
+    trials = [algo.suggest() for _ in range(9)]
+    for i, s in enumerate(trials):
+        value = float("nan") if i == nan_at else (i if mode == "max" else -i)
+        algo.report(s.trial_id, budget=s.budget, value=value)
+    promoted = []
+    while (s := algo.suggest()) is not None:
+        assert s.resume
+        promoted.append(s.trial_id)
+    best = [i for i in range(9) if i != nan_at][-3:]
+    assert sorted(promoted) == [trials[i].trial_id for i in best]
