@@ -409,7 +409,7 @@ class Experiment(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(pattern=r"^[a-z0-9_-]+$")
-    seed: int = 0
+    seed: int = Field(default=0, ge=0)  # numpy seeds only non-negative integers
     workload: WorkloadSpec
     space: dict[str, ParamSpec] | None = None
     hyperparameter: dict[str, LegacyParam] | None = None

@@ -72,6 +72,7 @@ BAD = [
     ),
     ("workers < 1", lambda s: s["resources"].update(workers=0), "resources.workers"),
     ("bad name", lambda s: s.update(name="Has Spaces"), "name:"),
+    ("negative seed", lambda s: s.update(seed=-1), "exp.yaml: seed: Input should be greater"),
     ("missing workload", lambda s: s.pop("workload"), "workload: missing required key"),
     ("unknown param type", lambda s: s["space"]["x"].update(type="normal"), "space.x"),
     (
