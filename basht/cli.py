@@ -36,7 +36,9 @@ StoreOption = Annotated[
 @app.command()
 def run(
     file: Annotated[Path, typer.Argument(help="Experiment file (YAML or JSON).")],
-    results: Annotated[Path, typer.Option(help="Folder for results/<run-id>/.")] = Path("results"),
+    results: Annotated[
+        Path, typer.Option(help="Folder for the results: one subfolder per run, named by its id.")
+    ] = Path("results"),
     store: Annotated[str | None, typer.Option(help="Override the file's `store` URL.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress.")] = False,
     plan: Annotated[
@@ -130,7 +132,9 @@ def compare(
         float | None,
         typer.Option(help="Report each run's time to reach this value (default: search.target)."),
     ] = None,
-    results: Annotated[Path, typer.Option(help="Folder for results/<id>/.")] = Path("results"),
+    results: Annotated[
+        Path, typer.Option(help="Folder for the results: one subfolder per run and per comparison.")
+    ] = Path("results"),
     store: Annotated[str | None, typer.Option(help="Override the file's `store` URL.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress.")] = False,
 ) -> None:
@@ -250,7 +254,7 @@ def report(
         str,
         typer.Argument(
             metavar="RUN",
-            help="Run id, a unique prefix of it, or `latest`; or a comparison (compare-<id>).",
+            help="Run id, a unique prefix of it, or `latest`; or a comparison (`compare-…`).",
         ),
     ],
     store: StoreOption = "sqlite:///basht.db",
