@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -164,6 +165,7 @@ def simulate(
     from basht.bso.errors import BSOError
     from basht.bso.http import BSOClient
     from basht.bso.simulate import best_fixed, simulate_fixed, simulate_server
+    from basht.bso.spec import INT64_MAX
     from basht.bso.trace import TraceJob
 
     if protocol not in ("epoch", "zeus"):
@@ -172,10 +174,12 @@ def simulate(
         raise BSOError(
             f"--eta {eta:g}: expected a value in [0, 1] (1 = energy only, 0 = time only)"
         )
-    if not no_early_stop and beta <= 0:
-        raise BSOError(f"--beta {beta:g}: expected a value above 0 (or --no-early-stop)")
+    if not no_early_stop and not (beta > 0 and math.isfinite(beta)):
+        raise BSOError(f"--beta {beta:g}: expected a finite value above 0 (or --no-early-stop)")
     if recurrences < 1:
         raise BSOError(f"--recurrences {recurrences}: expected 1 or more")
+    if not 0 <= seed <= INT64_MAX:  # the job's mab_seed, and numpy takes no negative seed
+        raise BSOError(f"--seed {seed}: expected 0 to {INT64_MAX}")
     trace = TraceJob(workload, gpu)
     with ExitStack() as stack:
         if server is None:

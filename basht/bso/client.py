@@ -170,15 +170,23 @@ class BatchSizeOptimizer:
         self.time_s += measurement.time_s
         joules, self.energy_source = self._energy_of(measurement)
         self.energy_j += joules
-        answer = self._http.report(
-            TrainingResult(
-                **self.trial.model_dump(),
-                time=self.time_s,
-                energy=self.energy_j,
-                metric=metric,
-                current_epoch=self.epoch,
+        try:
+            answer = self._http.report(
+                TrainingResult(
+                    **self.trial.model_dump(),
+                    time=self.time_s,
+                    energy=self.energy_j,
+                    metric=metric,
+                    current_epoch=self.epoch,
+                )
             )
-        )
+        except BaseException:
+            # Not reported (say the server is restarting): keep measuring and uncount the epoch,
+            # so calling on_evaluate again resends it with the time and energy spent meanwhile.
+            self.epoch -= 1
+            self.monitor.begin_window(WINDOW)
+            self._window_open = True
+            raise
         if not answer.stop_train:
             self.monitor.begin_window(WINDOW)
             self._window_open = True
@@ -206,7 +214,7 @@ class BatchSizeOptimizer:
         if self._ended:
             return
         self._ended = True
-        atexit.unregister(self.end)
+        atexit.unregister(self._end_at_exit)
         try:
             if self._window_open:
                 self.monitor.end_window(WINDOW)
@@ -219,6 +227,16 @@ class BatchSizeOptimizer:
                 if close is not None:
                     close()
             self._http.close()
+
+    def _end_at_exit(self) -> None:
+        """`end` at interpreter exit, where an error would print a traceback after the script's
+        own output: a server that cannot be reached then is one logged line."""
+        try:
+            self.end()
+        except BSOError as err:
+            log.warning(
+                "could not end trial %d of job %s: %s", self.trial_number, self.job.job_id, err
+            )
 
     def __enter__(self) -> BatchSizeOptimizer:
         return self
@@ -233,7 +251,7 @@ class BatchSizeOptimizer:
         self.epoch = 0
         self.time_s = 0.0
         self.energy_j = 0.0
-        atexit.register(self.end)
+        atexit.register(self._end_at_exit)
 
     def _energy_of(self, measurement: Measurement) -> tuple[float, str]:
         """The GPUs' energy when GPUs are measured (what Zeus reports), else the whole node's,

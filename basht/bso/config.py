@@ -36,6 +36,8 @@ class ServerSettings:
             raise BSOError(f"log level {self.log_level!r}: expected one of {', '.join(LOG_LEVELS)}")
         if self.token is not None and not self.token.strip():
             raise BSOError("token: empty; leave it unset to serve without one")
+        if self.token is not None:
+            check_token(self.token)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **given: Any) -> ServerSettings:
@@ -80,6 +82,16 @@ class ServerSettings:
 
     def but(self, **changes: Any) -> ServerSettings:
         return replace(self, **changes)
+
+
+def check_token(token: str) -> None:
+    """A token travels in an HTTP header, which carries printable ASCII only: clients could not
+    send any other (httpx fails with a UnicodeEncodeError), and surrounding spaces are lost."""
+    if not (token.isascii() and token.isprintable()) or token != token.strip():
+        raise BSOError(
+            "token: use printable ASCII characters without surrounding spaces "
+            "(it is sent in an HTTP header)"
+        )
 
 
 def _parse(name: str, kind: Any, raw: str) -> Any:

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 
+from basht.bso.config import check_token
 from basht.bso.errors import BSOError, BSOServerError
 from basht.bso.spec import (
     DELETE_JOB_URL,
@@ -40,6 +41,8 @@ class BSOClient:
     def __init__(self, server_url: str, token: str | None = None, timeout_s: float = 10.0) -> None:
         if not server_url.startswith(("http://", "https://")):
             raise BSOError(f"BSO server URL {server_url!r}: expected http://host:port")
+        if token:
+            check_token(token)
         self.server_url = server_url.rstrip("/")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(base_url=self.server_url, headers=headers, timeout=timeout_s)

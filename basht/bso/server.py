@@ -17,10 +17,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Request, Response, status
+from fastapi import Depends, FastAPI, Query, Request, Response, status
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import AfterValidator
 
 from basht.bso.config import ServerSettings
 from basht.bso.db.engine import open_engine, redact
@@ -28,6 +29,7 @@ from basht.bso.service import BSOService, ServiceError, Unprocessable
 from basht.bso.spec import (
     DELETE_JOB_URL,
     GET_NEXT_BATCH_SIZE_URL,
+    JOB_ID_MAX_LENGTH,
     REGISTER_JOB_URL,
     REPORT_END_URL,
     REPORT_RESULT_URL,
@@ -35,6 +37,7 @@ from basht.bso.spec import (
     ReportResponse,
     TrainingResult,
     TrialId,
+    storable,
 )
 
 log = logging.getLogger(__name__)
@@ -72,6 +75,8 @@ def _service(request: Request) -> BSOService:
 
 
 Svc = Annotated[BSOService, Depends(_service)]
+# A job id in a query string is checked like one in a body: PostgreSQL fails on a NUL in it.
+JobId = Annotated[str, Query(max_length=JOB_ID_MAX_LENGTH), AfterValidator(storable)]
 
 
 def _token_of(request: Request) -> str | None:
@@ -90,9 +95,11 @@ def _token_of(request: Request) -> str | None:
 
 def _json_safe(value: Any) -> Any:
     """`value` (already JSON-like) with every non-finite float as a string ("nan", "inf",
-    "-inf"), which JSON cannot carry as numbers."""
+    "-inf"), which JSON cannot carry as numbers, and lone surrogates escaped (not UTF-8)."""
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
+    if isinstance(value, str):  # a lone surrogate from a JSON \u escape cannot be UTF-8
+        return value.encode("utf-8", "backslashreplace").decode()
     if isinstance(value, dict):
         return {str(k): _json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -190,7 +197,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         return JobSpecFromClient.model_validate(created.model_dump()).model_dump()
 
     @app.get(GET_NEXT_BATCH_SIZE_URL, response_model=TrialId, dependencies=write)
-    async def next_batch_size(job_id: str, svc: Svc) -> TrialId:
+    async def next_batch_size(job_id: JobId, svc: Svc) -> TrialId:
         """Open a trial: the batch size to train with and its trial number (changes state)."""
         return await svc.next_trial(job_id)
 
@@ -205,12 +212,12 @@ def create_app(settings: ServerSettings) -> FastAPI:
         await svc.end_trial(trial)
 
     @app.delete(DELETE_JOB_URL, dependencies=write)
-    async def delete_job(job_id: str, svc: Svc) -> None:
+    async def delete_job(job_id: JobId, svc: Svc) -> None:
         """Delete a job with its trials and arms; 404 if there is no such job."""
         await svc.delete_job(job_id)
 
     @app.get(REGISTER_JOB_URL)
-    async def job_state(job_id: str, svc: Svc) -> dict[str, Any]:
+    async def job_state(job_id: JobId, svc: Svc) -> dict[str, Any]:
         """A job's spec, stage, minimum cost, bandit arms and trials (read only)."""
         return await svc.job_state(job_id)
 

@@ -4,9 +4,10 @@ Field names, defaults and checks follow `zeus.optimizer.batch_size.common` (Zeus
 so a stock Zeus client can talk to our server. Unknown fields are ignored and numbers are coerced
 the lax way, as pydantic 1 did for Zeus. Where Zeus accepted a value that later crashed its server
 (a duplicate or non-positive batch size, a negative seed or prior precision, NaN knobs), we reject
-it with a 422 instead; a stock client never sends those. Every float must be finite and every
-integer must fit the database's signed 64-bit INTEGER, so no value can fail later in the database
-or in the JSON of an answer.
+it with a 422 instead; a stock client never sends those. Every float must be finite, every
+integer must fit the column that stores it (32-bit INTEGER on PostgreSQL and MySQL; the seed is a
+64-bit BIGINT) and every string its column (a length, no NUL), so no value can fail
+later in the database or in the JSON of an answer.
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 REGISTER_JOB_URL = "/jobs"
 DELETE_JOB_URL = "/jobs"
@@ -25,11 +33,31 @@ REPORT_END_URL = "/trials"
 _WIRE = ConfigDict(extra="ignore", allow_inf_nan=False, coerce_numbers_to_str=True)
 
 INT64_MAX = 2**63 - 1
-"""The largest integer the database stores (SQLite's and PostgreSQL's BIGINT)."""
+"""The largest integer a BIGINT column stores (only `mab_seed` has one)."""
 
-Int64 = Annotated[int, Field(ge=-INT64_MAX - 1, le=INT64_MAX)]
-PositiveInt = Annotated[int, Field(gt=0, le=INT64_MAX)]
-NonNegativeInt = Annotated[int, Field(ge=0, le=INT64_MAX)]
+INT32_MAX = 2**31 - 1
+"""The largest integer an INTEGER column stores: 32-bit on PostgreSQL and MySQL (SQLite's is
+64-bit, but a value the other databases refuse must be refused on every one)."""
+
+Int32 = Annotated[int, Field(ge=-INT32_MAX - 1, le=INT32_MAX)]
+PositiveInt = Annotated[int, Field(gt=0, le=INT32_MAX)]
+NonNegativeInt = Annotated[int, Field(ge=0, le=INT32_MAX)]
+Seed = Annotated[int, Field(ge=0, le=INT64_MAX)]
+
+
+def storable(value: str) -> str:
+    """PostgreSQL's text cannot hold NUL: the driver would fail on it with a 500. (Pydantic
+    already refuses lone surrogates, which are not UTF-8.)"""
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    return value
+
+
+JOB_ID_MAX_LENGTH = 400
+"""The length of the job_id columns. A prefix leaves room for the "-<8 hex>" a server adds."""
+
+JobIdStr = Annotated[str, Field(max_length=JOB_ID_MAX_LENGTH), AfterValidator(storable)]
+Str300 = Annotated[str, Field(max_length=300), AfterValidator(storable)]
 
 
 class Stage(StrEnum):
@@ -65,8 +93,8 @@ class JobParams(BaseModel):
 
     model_config = _WIRE
 
-    job_id: str
-    job_id_prefix: str
+    job_id: JobIdStr
+    job_id_prefix: Str300
     batch_sizes: list[PositiveInt]
     default_batch_size: PositiveInt
     eta_knob: float = 0.5
@@ -79,7 +107,7 @@ class JobParams(BaseModel):
     mab_prior_mean: float = 0.0
     mab_prior_precision: float = Field(default=0.0, ge=0)
     mab_num_explorations: NonNegativeInt = 2
-    mab_seed: NonNegativeInt | None = None
+    mab_seed: Seed | None = None
 
     @field_validator("batch_sizes")
     @classmethod
@@ -123,7 +151,7 @@ class GpuConfig(BaseModel):
 
     max_power: float = Field(gt=0)
     number_of_gpus: PositiveInt
-    gpu_model: str
+    gpu_model: Str300
 
     @field_validator("gpu_model")
     @classmethod
@@ -136,7 +164,7 @@ class GpuConfig(BaseModel):
 class JobSpec(JobParams):
     """What a user writes: like JobParams, but the server invents `job_id` when it is left out."""
 
-    job_id: str | None = None  # type: ignore[assignment]  # optional here, on purpose
+    job_id: JobIdStr | None = None  # type: ignore[assignment]  # optional here, on purpose
 
     @model_validator(mode="after")
     def _id_has_prefix(self) -> JobSpec:
@@ -166,9 +194,9 @@ class TrialId(BaseModel):
 
     model_config = _WIRE
 
-    job_id: str
-    batch_size: Int64
-    trial_number: Int64
+    job_id: JobIdStr
+    batch_size: Int32
+    trial_number: Int32
 
 
 class TrainingResult(TrialId):

@@ -103,3 +103,18 @@ def test_bad_environment_values_are_named(basht, tmp_path):
     db = f"sqlite:///{tmp_path / 'x.db'}"
     line = one_line_error(basht("bso", "serve", BASHT_BSO_PORT="eighty", BASHT_BSO_DB=db))
     assert "BASHT_BSO_PORT" in line and "integer" in line
+
+
+@pytest.mark.parametrize("command", ["migrate", "serve"])
+def test_a_database_path_that_cannot_be_opened_is_one_line(tmp_path, command):
+    """A folder where the SQLite file should be: the async driver's worker thread used to print
+    two tracebacks after the error (in a subprocess: they came after the event loop closed)."""
+    from tests.bso.support import basht as run_basht
+    from tests.postgres import free_port
+
+    (tmp_path / "bso.db").mkdir()
+    args = ["--port", str(free_port())] if command == "serve" else []
+    proc = run_basht("bso", command, "--db", f"sqlite:///{tmp_path / 'bso.db'}", *args)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot open it" in lines[0], proc.stderr

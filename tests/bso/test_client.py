@@ -212,3 +212,68 @@ def test_a_reset_connection_is_retried_only_where_repeating_is_harmless():
         client.next_trial("j-1")  # may have opened a trial: not repeated
     assert sent == ["GET /jobs/batch_size"]
     client.close()
+
+
+def test_an_epoch_the_server_did_not_get_is_sent_again(server):
+    """A report that fails (the server is restarting) leaves the client able to send it again,
+    with the time and energy spent meanwhile; it used to answer "call on_train_begin"."""
+    from basht.bso.errors import BSOError
+
+    monitor = FakeMonitor()
+    with optimizer(server, spec("cl-10"), monitor) as bso:
+        bso.get_batch_size()
+        bso.on_train_begin()
+        bso.on_evaluate(0.1)
+        reachable = bso._http._http
+        bso._http._http = httpx.Client(base_url="http://127.0.0.1:1")  # nothing listens there
+        with pytest.raises(BSOError, match="cannot reach"):
+            bso.on_evaluate(0.5)
+        bso._http._http.close()
+        bso._http._http = reachable
+        bso.on_evaluate(0.95)
+        assert bso.training_finished and bso.converged is True
+        assert bso.epoch == 2 and bso.time_s == 3 * monitor.time_s
+    trial = job_state(server, "cl-10")["trials"][0]
+    assert trial["epochs"] == 2 and trial["time"] == 3 * monitor.time_s
+
+
+def test_a_server_gone_at_exit_is_one_line_not_a_traceback(serve, tmp_path):
+    """The trial is ended at interpreter exit; if the server cannot be reached then, the user
+    sees one line, not "Exception ignored in atexit callback" and a traceback."""
+    import subprocess
+    import sys
+
+    from tests.bso.support import basht_env
+
+    bso_server = serve()
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import sys\n"
+        "from tests.bso.test_client import FakeMonitor, spec\n"
+        "from basht.bso import BatchSizeOptimizer\n"
+        f"bso = BatchSizeOptimizer({bso_server.url!r}, spec('gone-1'), monitor=FakeMonitor(),\n"
+        "    max_power_w=100.0, number_of_gpus=1, gpu_model='test-cpu')\n"
+        "bso.get_batch_size()\n"
+        "bso.on_train_begin()\n"
+        "print('ready', flush=True)\n"
+        "sys.stdin.readline()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        env=basht_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        bso_server.stop()
+        _, err = proc.communicate("\n", timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "could not end trial 1 of job gone-1" in err and "cannot reach" in err

@@ -33,6 +33,9 @@ def test_settings_survive_the_trip_to_worker_processes():
         ({"BASHT_BSO_WORKERS": "many"}, "BASHT_BSO_WORKERS='many': expected an integer"),
         ({"BASHT_BSO_ECHO_SQL": "maybe"}, "expected true or false"),
         ({"BASHT_BSO_TOKEN": "  "}, "token: empty"),
+        ({"BASHT_BSO_TOKEN": "pässword"}, "printable ASCII"),
+        ({"BASHT_BSO_TOKEN": " secret"}, "without surrounding spaces"),
+        ({"BASHT_BSO_TOKEN": "sec\nret"}, "printable ASCII"),
     ],
 )
 def test_bad_environment_values_are_named(env, fragment):
@@ -57,3 +60,12 @@ def test_urls_get_an_async_driver(url, driver):
 
 def test_passwords_are_redacted():
     assert "secret" not in redact("postgresql://me:secret@db/bso")
+
+
+def test_a_token_no_header_can_carry_is_refused_by_the_client_too():
+    """httpx failed with a bare UnicodeEncodeError (a traceback) on a non-ASCII token."""
+    from basht.bso.http import BSOClient
+
+    with pytest.raises(BSOError, match="printable ASCII"):
+        BSOClient("http://127.0.0.1:8000", token="pässword")
+    BSOClient("http://127.0.0.1:8000", token="a-b_c.d~e+f/g=").close()

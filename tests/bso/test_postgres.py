@@ -99,3 +99,34 @@ def test_twenty_clients_through_two_workers_on_postgres(serve, pg_db):
     server = serve("--workers", "2", db=pg_db)
     seen = hammer(server.url, "crowd-pg", clients=20, epochs=3)
     check_hammered(server.url, "crowd-pg", seen)
+
+
+def test_values_postgresql_cannot_store_are_422s_and_store_nothing(serve, pg_db):
+    """PostgreSQL's INTEGER is 32-bit, its VARCHARs have lengths and its text cannot hold NUL:
+    such values are refused with a 422 naming the field, never a 500 from the database."""
+    server = serve(db=pg_db)
+    with server.client() as http:
+        for field, value in [
+            ("max_epochs", 2**31),
+            ("number_of_gpus", 2**40),
+            ("window_size", 2**31),
+            ("job_id", "pgbad-" + "x" * 400),
+            ("gpu_model", "x" * 301),
+            ("job_id", "pgbad-\x00"),
+            ("gpu_model", "A\x00100"),
+        ]:
+            response = http.post("/jobs", json=job_body("pgbad-1", **{field: value}))
+            assert response.status_code == 422, (field, response.text)
+            assert response.json()["detail"][0]["loc"][:2] == ["body", field]
+        too_big = http.post("/jobs", json=job_body("pgbad-1", batch_sizes=[1024, 2**31]))
+        assert too_big.status_code == 422
+        assert http.get("/jobs", params={"job_id": "pgbad-1"}).status_code == 404
+        assert http.get("/jobs/batch_size", params={"job_id": "pg\x00bad"}).status_code == 422
+        assert http.post("/jobs", json=job_body("pgbad-2", mab_seed=2**63 - 1)).status_code == 201
+        trial = http.get("/jobs/batch_size", params={"job_id": "pgbad-2"}).json()
+        for field in ("trial_number", "batch_size", "current_epoch"):
+            response = http.post("/report", json=result_body(trial, **{field: 2**31}))
+            assert response.status_code == 422, (field, response.text)
+        assert http.patch("/trials", json={**trial, "trial_number": 2**31}).status_code == 422
+        assert http.post("/report", json=result_body(trial, metric=0.9)).status_code == 200
+        assert http.get("/jobs", params={"job_id": "pgbad-2"}).json()["trials"][0]["converged"]

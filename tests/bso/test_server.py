@@ -103,7 +103,7 @@ def test_invalid_specs_get_fastapi_style_422(http):
     assert http.post("/jobs", content=b"{not json").status_code == 422
 
 
-HUGE = 99999999999999999999  # past int64: SQLite and PostgreSQL cannot store it
+HUGE = 99999999999999999999  # past int64: no database can store it
 
 
 def send_json_text(http: httpx.Client, method: str, path: str, text: str) -> httpx.Response:
@@ -148,8 +148,8 @@ def test_non_finite_floats_are_422s_that_name_the_field(http):
 def test_integers_past_int64_are_422s_not_database_errors(http):
     for field in ("max_epochs", "num_pruning_rounds", "mab_num_explorations", "window_size"):
         response = http.post("/jobs", json=job_body("big-1", **{field: HUGE}))
-        assert_422_on(response, ["body", field], "less than or equal to 9223372036854775807")
-    too_big = http.post("/jobs", json=job_body("big-1", batch_sizes=[64, 1024, 2**63]))
+        assert_422_on(response, ["body", field], "less than or equal to 2147483647")
+    too_big = http.post("/jobs", json=job_body("big-1", batch_sizes=[64, 1024, 2**31]))
     assert_422_on(too_big, ["body", "batch_sizes", 2], "less than or equal to")
     assert http.get("/jobs", params={"job_id": "big-1"}).status_code == 404
     register(http, "big-2")
@@ -164,6 +164,29 @@ def test_integers_past_int64_are_422s_not_database_errors(http):
     )
     # One connection throughout: no 500 closed it under the next request.
     assert http.patch("/trials", json=trial).status_code == 200
+
+
+def test_text_no_database_can_store_is_a_422_that_echoes_it(http):
+    """A lone surrogate (a JSON \\ud800 escape) is not UTF-8: the database driver failed on it
+    with a 500, and so did the 422 that echoed it back."""
+    body = json.dumps(job_body("sur-1")).replace("sur-1", "sur-\\ud800")
+    assert_422_on(send_json_text(http, "POST", "/jobs", body), ["body", "job_id"], "unicode")
+    wrong_type = send_json_text(http, "POST", "/jobs", '{"batch_sizes": "\\ud800"}')
+    assert wrong_type.status_code == 422
+    shown = {tuple(d["loc"]): d.get("input") for d in wrong_type.json()["detail"]}
+    assert shown[("body", "batch_sizes")] == "\\ud800"
+    nul = http.post("/jobs", json=job_body("sur-2", gpu_model="A\x00100"))
+    assert_422_on(nul, ["body", "gpu_model"], "NUL")
+    register(http, "sur-3")
+    trial = next_trial(http, "sur-3")
+    body = json.dumps(result_body(trial)).replace("sur-3", "sur-\\udfff")
+    assert_422_on(send_json_text(http, "POST", "/report", body), ["body", "job_id"], "unicode")
+    body = json.dumps(trial).replace("sur-3", "\\ud800")
+    assert_422_on(send_json_text(http, "PATCH", "/trials", body), ["body", "job_id"], "unicode")
+    response = http.get("/jobs/batch_size", params={"job_id": "sur\x003"})
+    assert_422_on(response, ["query", "job_id"], "NUL")
+    assert http.get("/jobs", params={"job_id": "sur-1"}).status_code == 404
+    assert finish(http, trial)["converged"] is True  # one connection throughout: no 500
 
 
 def test_nonsense_window_epochs_and_costs_are_422s(http):

@@ -111,6 +111,11 @@ def test_the_simulate_command_prints_the_comparison(tmp_path):
         (["--eta", "-0.5"], "--eta -0.5"),
         (["--beta", "0"], "--beta 0"),
         (["--recurrences", "0"], "--recurrences 0"),
+        # These reached the job spec (or numpy) and ended in a traceback with exit code 1:
+        (["--beta", "nan"], "--beta nan"),
+        (["--beta", "1e400"], "--beta inf"),
+        (["--seed", "-1"], "--seed -1"),
+        (["--seed", str(2**63)], f"--seed {2**63}"),
     ],
 )
 def test_bad_simulate_arguments_are_one_line_errors(args, named):

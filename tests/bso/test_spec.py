@@ -55,13 +55,19 @@ def test_gpu_fields_serialise_first_like_zeus():
         ({"beta_knob": float("inf")}, "finite number"),
         ({"max_power": float("inf")}, "finite number"),
         ({"window_size": -5}, "greater than or equal to 0"),
-        ({"max_epochs": 2**63}, "less than or equal to 9223372036854775807"),
-        ({"window_size": 2**63}, "less than or equal to"),
-        ({"num_pruning_rounds": 2**63}, "less than or equal to"),
-        ({"mab_num_explorations": 2**63}, "less than or equal to"),
-        ({"mab_seed": 2**63}, "less than or equal to"),
-        ({"number_of_gpus": 2**63}, "less than or equal to"),
-        ({"batch_sizes": [1024, 2**63]}, "less than or equal to"),
+        ({"max_epochs": 2**31}, "less than or equal to 2147483647"),
+        ({"window_size": 2**31}, "less than or equal to"),
+        ({"num_pruning_rounds": 2**31}, "less than or equal to"),
+        ({"mab_num_explorations": 2**31}, "less than or equal to"),
+        ({"mab_seed": 2**63}, "less than or equal to 9223372036854775807"),
+        ({"number_of_gpus": 2**31}, "less than or equal to"),
+        ({"batch_sizes": [1024, 2**31]}, "less than or equal to"),
+        ({"job_id": "test-" + "x" * 396}, "at most 400 characters"),
+        ({"job_id": "test-\x00"}, "NUL"),
+        ({"job_id": "test-\ud800"}, "unicode string"),
+        ({"job_id_prefix": "x" * 301, "job_id": "x" * 301}, "at most 300 characters"),
+        ({"gpu_model": "x" * 301}, "at most 300 characters"),
+        ({"gpu_model": "A\x00100"}, "NUL"),
     ],
 )
 def test_bad_specs_are_rejected_with_the_reason(changes, fragment):
@@ -92,11 +98,15 @@ def test_training_results_need_non_negative_time_and_energy():
     assert ok.energy == 2
 
 
-def test_int64_is_the_largest_integer_accepted():
+def test_integers_up_to_their_columns_are_accepted():
+    """INTEGER columns are 32-bit on PostgreSQL; the seed's column is a BIGINT."""
     spec = JobSpecFromClient.model_validate(
-        job_body("test-1", batch_sizes=[1024, 2**63 - 1], max_epochs=2**63 - 1, mab_seed=2**63 - 1)
+        job_body("test-1", batch_sizes=[1024, 2**31 - 1], max_epochs=2**31 - 1, mab_seed=2**63 - 1)
     )
-    assert spec.batch_sizes[-1] == spec.max_epochs == spec.mab_seed == 2**63 - 1
+    assert spec.batch_sizes[-1] == spec.max_epochs == 2**31 - 1
+    assert spec.mab_seed == 2**63 - 1
+    longest = JobSpecFromClient.model_validate(job_body("test-" + "x" * 395, gpu_model="é" * 300))
+    assert len(longest.job_id) == 400
 
 
 @pytest.mark.parametrize(
@@ -104,10 +114,11 @@ def test_int64_is_the_largest_integer_accepted():
     [
         ({"current_epoch": 0}, "greater than 0"),
         ({"current_epoch": -3}, "greater than 0"),
-        ({"current_epoch": 2**63}, "less than or equal to"),
-        ({"trial_number": 2**63}, "less than or equal to"),
-        ({"trial_number": -(2**63) - 1}, "greater than or equal to"),
-        ({"batch_size": 2**63}, "less than or equal to"),
+        ({"current_epoch": 2**31}, "less than or equal to"),
+        ({"trial_number": 2**31}, "less than or equal to"),
+        ({"trial_number": -(2**31) - 1}, "greater than or equal to"),
+        ({"batch_size": 2**31}, "less than or equal to"),
+        ({"job_id": "j\x00"}, "NUL"),
         ({"time": float("inf")}, "finite number"),
         ({"energy": float("nan")}, "finite number"),
         ({"metric": float("-inf")}, "finite number"),

@@ -8,6 +8,7 @@ row with SELECT ... FOR UPDATE (see `basht.bso.service`).
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,19 @@ def is_sqlite(url: str | URL) -> bool:
     return parsed.get_backend_name() == "sqlite"
 
 
+def _check_sqlite_opens(parsed: URL, url: str) -> None:
+    """Open the SQLite file once, synchronously, so a path that cannot be a database (a folder,
+    no permission) is a BSOError here. Through aiosqlite the same failure also leaves a worker
+    thread behind that prints a traceback once the event loop has closed."""
+    database = parsed.database or ""
+    if database.startswith("file:"):
+        return  # a URI with its own options: left to the driver
+    try:
+        sqlite3.connect(Path(database).expanduser(), timeout=SQLITE_BUSY_TIMEOUT_S).close()
+    except sqlite3.Error as err:
+        raise BSOError(f"database {redact(url)!r}: cannot open it ({err})") from None
+
+
 def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
     # Let SQLAlchemy's BEGIN below own the transactions instead of the sqlite3 module.
     dbapi_connection.isolation_level = None
@@ -74,6 +88,7 @@ def open_engine(url: str, echo: bool = False) -> AsyncEngine:
     kwargs: dict[str, Any] = {"echo": echo}
     if parsed.get_backend_name() == "sqlite":
         Path(parsed.database or "").expanduser().parent.mkdir(parents=True, exist_ok=True)
+        _check_sqlite_opens(parsed, url)
         kwargs["connect_args"] = {"timeout": SQLITE_BUSY_TIMEOUT_S}
     else:
         kwargs["pool_pre_ping"] = True
