@@ -58,7 +58,8 @@ def trial_compute_s(load_s: float, train_s: float, validate_s: float) -> float:
 
 
 def job_completion_s(store: Store, run_id: str) -> float | None:
-    """Deploy start to test end; a resumed run adds up its attempts (the time between is not work)."""
+    """Deploy start to test end; a resumed run adds up its attempts (the time between is not work).
+    An attempt whose driver was killed counts until the last moment its records show it alive."""
     spans: dict[int, dict[str, float]] = {}
     for p in store.phases(run_id):
         attempt = spans.setdefault(p.attempt, {"last": p.end})
@@ -70,7 +71,12 @@ def job_completion_s(store: Store, run_id: str) -> float | None:
             attempt["last"] = max(attempt["last"], p.end)
     if not any("end" in a for a in spans.values()):
         return None
-    return sum(a.get("end", a["last"]) - a["start"] for a in spans.values() if "start" in a)
+    killed = _killed_ends(store, run_id)
+    return sum(
+        a.get("end", max(a["last"], killed.get(n, a["last"]))) - a["start"]
+        for n, a in spans.items()
+        if "start" in a
+    )
 
 
 def provisioned_s(store: Store, run_id: str) -> float:
@@ -79,17 +85,41 @@ def provisioned_s(store: Store, run_id: str) -> float:
 
 
 def _attempt_spans(store: Store, run_id: str) -> dict[int, tuple[float, float, float]]:
-    """Each attempt's first phase start (deploy's), deploy end and last phase end (undeploy's,
-    or the last one recorded if the driver was killed)."""
+    """Each attempt's first phase start (deploy's), deploy end and last phase end (undeploy's;
+    for one whose driver was killed and was resumed since, the last moment its records show it
+    alive, or the last phase recorded)."""
     times: dict[int, list[float]] = defaultdict(list)
     deployed: dict[int, float] = {}
     for p in store.phases(run_id):
         times[p.attempt].extend((p.start, p.end))
         if p.name == "deploy":
             deployed[p.attempt] = p.end
+    killed = _killed_ends(store, run_id)
     return {
-        attempt: (min(t), deployed.get(attempt, max(t)), max(t)) for attempt, t in times.items()
+        attempt: (min(t), deployed.get(attempt, max(t)), max([*t, killed.get(attempt, 0.0)]))
+        for attempt, t in times.items()
     }
+
+
+def _killed_ends(store: Store, run_id: str) -> dict[int, float]:
+    """When each attempt whose driver was killed (no undeploy, and resumed since) was last seen
+    alive in the store: its run phase, cut short, was never recorded, but its trials, reports
+    and power samples were, and the resources were held until then."""
+    starts: dict[int, float] = {}
+    undeployed: set[int] = set()
+    for p in store.phases(run_id):
+        starts[p.attempt] = min(p.start, starts.get(p.attempt, p.start))
+        if p.name == "undeploy":
+            undeployed.add(p.attempt)
+    ends = {}
+    for attempt, start in starts.items():
+        later = [s for a, s in starts.items() if a > attempt]
+        if attempt in undeployed or not later:  # the last attempt may be running now
+            continue
+        seen = store.last_record_at(run_id, start, min(later))
+        if seen is not None:
+            ends[attempt] = seen
+    return ends
 
 
 def ray_nodes(store: Store, run_id: str) -> list[dict[str, Any]]:
@@ -139,11 +169,15 @@ def instance_lifetimes(
 ) -> list[tuple[InstanceRow, float]]:
     """An elastic cluster's instances, each with its life from request to release. One not
     released lives until `end`: now, for a running job, or by default the end of the run's last
-    phase (a killed driver)."""
+    phase (a killed driver); one of an earlier attempt (its driver killed) until that attempt's
+    end, not through the resumed ones."""
     if end is None:
         end = max((p.end for p in store.phases(run_id)), default=0.0)
+    spans = _attempt_spans(store, run_id)
+    last = max(spans, default=None)
+    ends = {a: span_end for a, (_, _, span_end) in spans.items() if a != last}
     return [
-        (row, max(0.0, (row.released_at or end) - row.launched_at))
+        (row, max(0.0, (row.released_at or ends.get(row.attempt, end)) - row.launched_at))
         for row in store.instances(run_id)
     ]
 

@@ -13,6 +13,7 @@ from basht.engine.ray_nodes import NodeLedger, node_label
 from basht.experiment import Experiment
 from basht.metrics import (
     compute_metrics,
+    instance_lifetimes,
     ray_cluster_cost_usd,
     ray_node_lifetimes,
     ray_nodes,
@@ -145,6 +146,53 @@ def test_a_trial_whose_energy_was_not_measured_leaves_the_per_trial_figures_empt
     # The energy plot's figures: the unmeasured trial is unknown, not 0.
     assert trial_energy_j(s, run_id) == {0: 3600.0, 1: 1800.0, 2: 360.0, 3: None}
     assert energy_source(s, run_id) == "estimate"
+
+
+def _killed_then_resumed(spec, tmp_path: Path) -> tuple[Store, str]:
+    """Attempt 1's driver was killed (SIGKILL) in its run phase: deploy and setup are recorded,
+    the run phase is not, but a trial ended at t=105 and a power sample was taken at t=106.
+    Attempt 2 (basht resume) ran from t=200 to its undeploy's end at t=211."""
+    spec["resources"] = {"workers": 2, "cpus_per_worker": 1}
+    spec["measure"] = {"price": {"usd_per_hour": 3.6, "vcpus": 4}, "carbon": {"g_per_kwh": 100}}
+    s = Store(spec["store"])
+    exp_id = s.add_experiment("t", Experiment.from_dict(spec).to_dict())
+    run_id = s.create_run(exp_id, "t", "native", "local", tmp_path).id
+    for name, start, end in [("deploy", 100, 101), ("setup", 101, 102)]:
+        s.add_phase(run_id, name, start, end, attempt=1)
+    row = s.add_trial(run_id, 0, {"x": 0}, 1)
+    s.update_trial(row, state="completed", started_at=102.0, ended_at=105.0, train_s=3.0)
+    sample = {"node": "local", "component": "cpu", "source": "estimate", "energy_j": 1.0}
+    s.add_power_samples(run_id, [sample | {"at": 106.0}, sample | {"at": 203.0}])
+    for name, start, end in [
+        ("deploy", 200, 201),
+        ("setup", 201, 202),
+        ("run", 202, 209),
+        ("collect_results", 209, 209.5),
+        ("test", 209.5, 210),
+        ("collect_metrics", 210, 210.5),
+        ("undeploy", 210.5, 211),
+    ]:
+        s.add_phase(run_id, name, start, end, attempt=2)
+    return s, run_id
+
+
+def test_a_killed_attempt_counts_until_its_records_last_show_it_alive(spec, tmp_path):
+    """Its run phase was never recorded, yet it held the machine and did work until t=106."""
+    s, run_id = _killed_then_resumed(spec, tmp_path)
+    m = {x.name: x for x in compute_metrics(s, run_id)}
+    assert m["JCT"].value == pytest.approx((106 - 100 + 210 - 200) * 1000)
+    assert m["OC"].value == pytest.approx(3.6 * (6 + 11) / 3600)
+
+
+def test_an_unreleased_instance_of_a_killed_attempt_is_not_billed_through_the_resume(
+    spec, tmp_path
+):
+    s, run_id = _killed_then_resumed(spec, tmp_path)
+    s.add_instance(run_id, 0, 0, [0], launched_at=100.5, attempt=1)  # never released
+    s.add_instance(run_id, 0, 0, [0], launched_at=200.5, attempt=2)
+    s.update_instance(run_id, 0, 2, released_at=210.8)
+    lives = [life for _, life in instance_lifetimes(s, run_id)]
+    assert lives == pytest.approx([106 - 100.5, 210.8 - 200.5])
 
 
 # -- a run on a Ray cluster: every node is billed ----------------------------------------------

@@ -22,6 +22,8 @@ PREFIX = "compare-"
 FILENAME = "comparison.json"
 #: How many ids an ambiguous prefix's error names before "and N more".
 _SHOWN = 5
+_JSON_KINDS = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
+_JSON_KINDS[type(None)] = "null"
 
 
 @dataclass
@@ -113,6 +115,8 @@ def load_comparison(ref: str | Path, results_root: Path | str = "results") -> Co
         path = found[0]
     try:
         data: dict[str, Any] = json.loads(path.read_text())
+        if not isinstance(data, dict):  # valid JSON, but not the object `save` writes
+            raise ValueError(f"a JSON {_JSON_KINDS.get(type(data), 'value')}, not an object")
         runs = [ComparedRun(**r) for r in data.pop("runs", [])]
         comparison = Comparison(**data, runs=runs)
     except (OSError, ValueError, TypeError) as err:
@@ -175,4 +179,7 @@ def _old_relative_store(url: str, folder: Path) -> str:
 
 
 def is_comparison_ref(ref: str) -> bool:
-    return ref.startswith(PREFIX) or Path(ref).is_dir() or Path(ref).name == FILENAME
+    """A comparison's id, folder or file; a folder without a comparison in it (a run's own
+    `results/<run-id>/`, named as its run) is not one, so its name is looked up as a run."""
+    path = Path(ref)
+    return ref.startswith(PREFIX) or (path / FILENAME).is_file() or path.name == FILENAME

@@ -14,81 +14,85 @@ from basht.store import Store
 
 
 def build_summary(store: Store, run_id: str) -> dict[str, Any]:
+    """The run as results.json has it (a NaN or infinite value, as a workload's test loss may
+    be, is null), so `basht report --json` prints valid JSON, the same as the file."""
     run = store.get_run(run_id)
     experiment = store.get_experiment(run.experiment_id)
     trials = store.trials(run.id)
-    return {
-        "run_id": run.id,
-        "experiment": experiment.spec,
-        "system": run.system,
-        "executor": run.executor,
-        "algorithm": run.algorithm,
-        "status": run.status,
-        "error": run.error,
-        "stop_reason": run.stop_reason,
-        "started_at": run.started_at.isoformat() if run.started_at else None,
-        "ended_at": run.ended_at.isoformat() if run.ended_at else None,
-        "results_dir": run.results_dir,
-        # How it was measured: energy and carbon sources, sample interval, live metrics URL.
-        "measurement": run.measurement or {},
-        "space_size": experiment.spec.get("space_size"),
-        # Table 1's t, ts, m, ta: the workload's dataset, its size, model and training algorithm.
-        "workload": {"name": experiment.spec["workload"]["name"]}
-        | (experiment.spec.get("workload_about") or {}),
-        "best": {
-            "trial": run.best_trial,
-            "config": run.best_config,
-            "value": run.best_value,
-            "metric": experiment.spec["search"]["metric"],
-            "mode": experiment.spec["search"]["mode"],
-        },
-        "test_metrics": run.test_metrics or {},
-        "phases": [
-            {
-                "name": p.name,
-                "attempt": p.attempt,
-                "start": p.start,
-                "end": p.end,
-                "duration_s": p.duration_s,
-                "aborted": p.aborted,
-                "error": p.error,
-            }
-            for p in store.phases(run.id)
-        ],
-        "trial_counts": store.trial_counts(run.id),
-        "trials": [
-            {
-                "trial": t.number,
-                "state": t.state,
-                "config": t.config,
-                "budget": t.budget,
-                "value": t.value,
-                "worker": t.worker,
-                "load_s": t.load_s,
-                "train_s": t.train_s,
-                "validate_s": t.validate_s,
-                "error": t.error,
-            }
-            for t in trials
-        ],
-        "metrics": {
-            m.name: {"value": m.value, "unit": m.unit, "source": m.source}
-            for m in store.metrics(run.id)
-        },
-        "energy": [
-            {
-                "node": row["node"],
-                "component": row["component"],
-                "source": row["source"],
-                **{k[:-2] + "_kwh": row[k] / J_PER_KWH for k in row if k.endswith("_j")},
-            }
-            for row in energy_by_node(store, run.id)
-        ],
-        # A run on a RubberBand plan's elastic cluster: its stages and bill against the plan.
-        "cluster": cluster_summary(store, run.id, experiment.spec),
-        # A run on a Ray cluster: the nodes OC bills, each for its time in the job.
-        "ray_nodes": ray_nodes_summary(store, run.id, experiment.spec),
-    }
+    return _clean(
+        {
+            "run_id": run.id,
+            "experiment": experiment.spec,
+            "system": run.system,
+            "executor": run.executor,
+            "algorithm": run.algorithm,
+            "status": run.status,
+            "error": run.error,
+            "stop_reason": run.stop_reason,
+            "started_at": run.started_at.isoformat() if run.started_at else None,
+            "ended_at": run.ended_at.isoformat() if run.ended_at else None,
+            "results_dir": run.results_dir,
+            # How it was measured: energy and carbon sources, sample interval, live metrics URL.
+            "measurement": run.measurement or {},
+            "space_size": experiment.spec.get("space_size"),
+            # Table 1's t, ts, m, ta: the workload's dataset, its size, model and training algorithm.
+            "workload": {"name": experiment.spec["workload"]["name"]}
+            | (experiment.spec.get("workload_about") or {}),
+            "best": {
+                "trial": run.best_trial,
+                "config": run.best_config,
+                "value": run.best_value,
+                "metric": experiment.spec["search"]["metric"],
+                "mode": experiment.spec["search"]["mode"],
+            },
+            "test_metrics": run.test_metrics or {},
+            "phases": [
+                {
+                    "name": p.name,
+                    "attempt": p.attempt,
+                    "start": p.start,
+                    "end": p.end,
+                    "duration_s": p.duration_s,
+                    "aborted": p.aborted,
+                    "error": p.error,
+                }
+                for p in store.phases(run.id)
+            ],
+            "trial_counts": store.trial_counts(run.id),
+            "trials": [
+                {
+                    "trial": t.number,
+                    "state": t.state,
+                    "config": t.config,
+                    "budget": t.budget,
+                    "value": t.value,
+                    "worker": t.worker,
+                    "load_s": t.load_s,
+                    "train_s": t.train_s,
+                    "validate_s": t.validate_s,
+                    "error": t.error,
+                }
+                for t in trials
+            ],
+            "metrics": {
+                m.name: {"value": m.value, "unit": m.unit, "source": m.source}
+                for m in store.metrics(run.id)
+            },
+            "energy": [
+                {
+                    "node": row["node"],
+                    "component": row["component"],
+                    "source": row["source"],
+                    **{k[:-2] + "_kwh": row[k] / J_PER_KWH for k in row if k.endswith("_j")},
+                }
+                for row in energy_by_node(store, run.id)
+            ],
+            # A run on a RubberBand plan's elastic cluster: its stages and bill against the plan.
+            "cluster": cluster_summary(store, run.id, experiment.spec),
+            # A run on a Ray cluster: the nodes OC bills, each for its time in the job.
+            "ray_nodes": ray_nodes_summary(store, run.id, experiment.spec),
+        }
+    )
 
 
 def ray_nodes_summary(

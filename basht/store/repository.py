@@ -9,6 +9,7 @@ import contextlib
 import logging
 import secrets
 import socket
+import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -29,7 +30,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import URL, Connection, Engine, make_url
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import ArgumentError, DatabaseError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from basht.errors import StoreError
@@ -191,13 +192,35 @@ class Store:
         self.url = url
         self.engine = open_engine(url, create)
         try:
+            # A reader must not turn an empty or unrelated database into a store.
+            if not create and not self._tables() & Base.metadata.tables.keys():
+                raise StoreError(
+                    f"store {shown_url(url)!r}: not a Basht store (none of its tables are "
+                    "there; no run was stored there)"
+                )
             self._create_tables()
-        except OperationalError as err:
+        except DatabaseError as err:  # also a file that is not SQLite, or a corrupt one
             raise StoreError(
                 f"store {shown_url(url)!r}: cannot open ({_one_line(err.orig)})"
             ) from None
         self._session = sessionmaker(self.engine, expire_on_commit=False)
         self._local = threading.local()
+
+    def _tables(self) -> set[str]:
+        """The tables there now. A SQLite file is read read-only, so one that is not a store is
+        left as it was (no switch to WAL, no header written into an empty file)."""
+        database = self.engine.url.database
+        if self.engine.dialect.name != "sqlite" or not database or database == ":memory:":
+            return set(inspect(self.engine).get_table_names())
+        uri = f"{Path(database).resolve().as_uri()}?mode=ro"
+        try:
+            with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+                query = "SELECT name FROM sqlite_master WHERE type = 'table'"
+                return {name for (name,) in conn.execute(query)}
+        except sqlite3.DatabaseError as err:
+            raise StoreError(
+                f"store {shown_url(self.url)!r}: cannot open ({_one_line(err)})"
+            ) from None
 
     def _create_tables(self) -> None:
         if self.engine.dialect.name == "postgresql":
@@ -572,6 +595,23 @@ class Store:
         with self.session() as s:
             query = select(func.max(PowerSampleRow.at)).where(PowerSampleRow.run_id == run_id)
             return s.scalar(query)
+
+    def last_record_at(self, run_id: str, since: float, before: float) -> float | None:
+        """The latest time in [since, before) at which the run's records show its driver alive:
+        a trial starting or ending, an epoch reported, a power sample. None if there is none."""
+        trial = TrialRow.run_id == run_id
+        columns = [
+            (TrialRow.started_at, trial),
+            (TrialRow.ended_at, trial),
+            (TrialReportRow.at, TrialReportRow.trial_id.in_(select(TrialRow.id).where(trial))),
+            (PowerSampleRow.at, PowerSampleRow.run_id == run_id),
+        ]
+        with self.session() as s:
+            found = [
+                s.scalar(select(func.max(column)).where(where, column >= since, column < before))
+                for column, where in columns
+            ]
+        return max((t for t in found if t is not None), default=None)
 
     def power_samples(self, run_id: str) -> Sequence[PowerSampleRow]:
         with self.session() as s:
