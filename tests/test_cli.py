@@ -136,6 +136,12 @@ def test_sigint_keeps_every_finished_trial_and_leaves_a_consistent_store(spec, t
     reports = store.reports(run.id)
     for t in completed:
         assert [r.epoch for r in reports if r.trial_id == t.id] == [1, 2, 3]
+    # A trial cut short counts the load or epoch it was in (Table 2's d_i), beyond its reports.
+    aborted = [t for t in trials if t.state == "aborted"]
+    assert aborted
+    for t in aborted:
+        reported = [r for r in reports if r.trial_id == t.id]
+        assert t.train_s > sum(r.train_s for r in reported) or (not reported and t.load_s > 0)
     phases = store.phases(run.id)
     assert phases[-1].name == "undeploy" and any(p.name == "run" and p.aborted for p in phases)
     assert (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from basht.workloads import Resources
@@ -35,6 +36,33 @@ class Counter:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.epoch = state["epoch"]
+
+
+class CrashesMidEpoch:
+    """Each epoch takes `epoch_s`; epoch `crash_at` raises half-way (0: the load does, after
+    `epoch_s`), so a failed trial held its worker for a known time beyond its reports."""
+
+    def __init__(self, seed: int = 0, epoch_s: float = 0.2, crash_at: int = 2):
+        self.epoch_s, self.crash_at = epoch_s, crash_at
+        self.epoch = 0
+
+    def load(self, config: dict[str, Any], resources: Resources) -> None:
+        if self.crash_at == 0:
+            time.sleep(self.epoch_s)
+            raise RuntimeError("the load broke")
+
+    def train(self, epochs: int) -> None:
+        self.epoch += epochs
+        if self.epoch == self.crash_at:
+            time.sleep(self.epoch_s / 2)
+            raise RuntimeError(f"epoch {self.epoch} broke")
+        time.sleep(self.epoch_s)
+
+    def validate(self) -> dict[str, float]:
+        return {"accuracy": float(self.epoch)}
+
+    def test(self) -> dict[str, float]:
+        return {"accuracy": float(self.epoch)}
 
 
 def objective(config: dict[str, Any], trial: Any) -> None:

@@ -111,6 +111,7 @@ def _reason(err: BaseException) -> str:
 class _Worker:
     def __init__(self, index: int, conn: Connection, threads: int):
         self.index, self.conn, self.threads = index, conn, threads
+        self._segment: tuple[str, float] = ("load_s", time.perf_counter())
 
     def _send(self, kind: str, task: TrialTask, **fields: Any) -> None:
         self.conn.send(TrialEvent(kind, task.trial_id, self.index, at=time.time(), **fields))
@@ -161,6 +162,9 @@ class _Worker:
         return None
 
     def run(self, task: TrialTask) -> None:
+        # The segment under way (a load, or an epoch's training and validation) and when it
+        # began: a failure's unfinished segment counts in the trial's time (Table 2's d_i).
+        self._segment = ("load_s", time.perf_counter())
         try:
             factory = resolve_workload(task.workload.name)
             if is_function_workload(factory):
@@ -168,7 +172,8 @@ class _Worker:
             else:
                 self._run_class(task)
         except Exception as err:
-            self._send("failed", task, error=_reason(err))
+            kind, start = self._segment
+            self._send("failed", task, error=_reason(err), **{kind: time.perf_counter() - start})
 
     def _run_class(self, task: TrialTask) -> None:
         start = time.perf_counter()
@@ -180,6 +185,7 @@ class _Worker:
         epoch = task.start_epoch
         while True:
             start = time.perf_counter()
+            self._segment = ("train_s", start)
             workload.train(1)
             train_s = time.perf_counter() - start
             metrics = workload.validate()
@@ -254,6 +260,7 @@ class _FunctionReporter:
         self.epoch = task.start_epoch
         self.outcome = "completed"
         self._last = time.perf_counter()
+        worker._segment = ("train_s", self._last)  # a function's time is all training
 
     def report(self, step: int, **metrics: float) -> None:
         now = time.perf_counter()
@@ -267,6 +274,7 @@ class _FunctionReporter:
         )
         command, *_ = self.worker.conn.recv()
         self._last = time.perf_counter()
+        self.worker._segment = ("train_s", self._last)
         if command == CONTINUE:
             return
         # A function cannot be checkpointed: a paused one starts again from scratch if resumed.

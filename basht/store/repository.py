@@ -150,6 +150,7 @@ _INSERT_REPORT = insert(TrialReportRow)
 _UPDATE_TRIAL = update(TrialRow).where(TrialRow.id == bindparam("_id"))
 _TRIAL_COLUMNS = frozenset(TrialRow.__table__.columns.keys()) - {"id"}
 _ADD_LOAD_TIME = _UPDATE_TRIAL.values(load_s=TrialRow.load_s + bindparam("_load_s"))
+_ADD_TRAIN_TIME = _UPDATE_TRIAL.values(train_s=TrialRow.train_s + bindparam("_train_s"))
 _ADD_REPORT_TIMES = _UPDATE_TRIAL.values(
     train_s=TrialRow.train_s + bindparam("_train_s"),
     validate_s=TrialRow.validate_s + bindparam("_validate_s"),
@@ -476,9 +477,13 @@ class Store:
             if decision is not None:
                 conn.execute(_INSERT_DECISION, decision)
 
-    def add_trial_time(self, trial_id: int, *, load_s: float = 0.0) -> None:
+    def add_trial_time(self, trial_id: int, *, load_s: float = 0.0, train_s: float = 0.0) -> None:
+        """Time the trial held its worker outside an epoch's report: a load, or the unfinished
+        segment of a trial that failed or was aborted."""
         with self._tx() as conn:
             conn.execute(_ADD_LOAD_TIME, {"_id": trial_id, "_load_s": load_s})
+            if train_s:
+                conn.execute(_ADD_TRAIN_TIME, {"_id": trial_id, "_train_s": train_s})
 
     def add_report(
         self,

@@ -109,6 +109,9 @@ class _Trial:
     told_decision: Decision | None = None
     worker: int | None = None
     group: str | None = None
+    # When the segment under way began (driver clock) and whether it is a load or training: an
+    # aborted trial's unfinished segment is timed from it, as its worker cannot say.
+    segment: tuple[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -326,6 +329,7 @@ class Tuner:
         self._move(trial, "running")
         self._running.add(trial_id)
         if self._logging:
+            trial.segment = ("load_s", self.clock())
             self.store.update_trial(
                 trial.row_id,
                 decision=decision,
@@ -351,6 +355,7 @@ class Tuner:
             self._on_report(event, trial)
         elif kind == "loaded":
             if self._logging:
+                trial.segment = ("train_s", self.clock())
                 self.store.add_trial_time(trial.row_id, load_s=event.load_s)
         elif kind in _ENDINGS:
             self._on_end(event, trial)
@@ -382,6 +387,7 @@ class Tuner:
                 decision = trial.told_decision
             self._answer(event, trial, value, decision)
         if self._logging:
+            trial.segment = ("train_s", self.clock())
             self.store.add_report(
                 trial.row_id,
                 epoch,
@@ -439,6 +445,8 @@ class Tuner:
             self.algorithm.fail(event.trial_id)
             decision = self._log("fail", event.trial_id, trial.budget)
             log.warning("trial %d failed: %s", event.trial_id, error)
+            if self._logging and (event.load_s or event.train_s):  # the segment that failed
+                self.store.add_trial_time(trial.row_id, load_s=event.load_s, train_s=event.train_s)
         if self._deferred and trial_id in self._deferred:
             self._deferred.discard(trial_id)
             if state == "paused":
@@ -494,6 +502,9 @@ class Tuner:
             self._move(trial, "aborted")
             if self.on_trial is not None and trial.worker is not None:
                 self.on_trial(trial_id, trial.worker, "aborted")
+            if trial.segment is not None:  # the load or epoch it was in: held the worker too
+                kind, since = trial.segment
+                self.store.add_trial_time(trial.row_id, **{kind: max(0.0, now - since)})
             self.store.update_trial(trial.row_id, state="aborted", ended_at=now)
         self._running.clear()
 

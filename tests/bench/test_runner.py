@@ -151,6 +151,31 @@ def test_a_trial_that_raises_is_failed_and_the_run_goes_on(spec, tmp_path):
     assert result.best_config["kind"] == "ok"
 
 
+@pytest.mark.parametrize("crash_at", [0, 2])
+def test_a_failed_trial_counts_the_segment_it_failed_in(spec, tmp_path, crash_at):
+    """Table 2's d_i is every segment the trial held its worker: the load or the epoch that
+    raised too, not only the epochs it reported."""
+    spec["workload"] = {
+        "name": "tests.user_workloads:CrashesMidEpoch",
+        "params": {"epoch_s": 0.2, "crash_at": crash_at},
+    }
+    spec["space"] = {"x": {"type": "float", "low": 0.1, "high": 1.0}}
+    spec["search"].update(max_trials=2, max_budget=3)
+    try:
+        run_benchmark(Experiment.from_dict(spec), results_root=tmp_path / "results")
+    except BashtError as err:  # with crash_at=0 no trial has a result to test
+        assert crash_at == 0 and "no trial produced a result" in str(err)
+    store = Store(spec["store"])
+    (run,) = store.list_runs()
+    trials = store.trials(run.id)
+    assert [t.state for t in trials] == ["failed", "failed"]
+    for t in trials:
+        if crash_at == 0:  # the load slept 0.2 s, then raised
+            assert t.load_s >= 0.2 and t.train_s == 0
+        else:  # epoch 1 (0.2 s), reported, then half of epoch 2
+            assert t.train_s >= 0.3
+
+
 def test_a_plain_function_workload_runs_and_reports_per_epoch(spec, tmp_path):
     spec["workload"] = {"name": "tests.user_workloads:objective"}
     spec["space"] = {"x": {"type": "float", "low": 0.1, "high": 1.0}}
