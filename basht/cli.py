@@ -466,7 +466,16 @@ def plan(
         objective=objective,
     )
     console.print(plan_tables(result, job, measured))
-    console.print(plan_summary(result), soft_wrap=True)
+    static = result.static_estimate
+    if (static.jct_p95_s if result.confidence == "p95" else static.jct_s) > result.deadline_s:
+        # Only a plan that scales meets it: a saving against a late cluster would mislead.
+        console.print(
+            "no static cluster meets the deadline, only a plan that scales; the best static one "
+            f"shown is the fastest, which is late; {result.simulations} plans simulated",
+            soft_wrap=True,
+        )
+    else:
+        console.print(plan_summary(result), soft_wrap=True)
     intensity = plan_intensity(experiment.measure.carbon)
     if line := emissions_line(result, intensity):
         console.print(line, soft_wrap=True)
@@ -517,8 +526,7 @@ def profile_cmd(
     from rich.table import Table
 
     from basht.experiment import load_experiment
-    from basht.plan.profile import parse_instance
-    from basht.plan.profiling import measure, power_label, profile_dict
+    from basht.plan.profiling import check_request, measure, power_label, profile_dict
 
     experiment = load_experiment(file)
     try:
@@ -527,7 +535,7 @@ def profile_cmd(
         raise BashtError(f"--gpus: expected whole numbers, comma-separated, got {gpus!r}") from None
     if not counts:
         raise BashtError("--gpus: give at least one GPU count")
-    price = parse_instance(instance)
+    price = check_request(experiment, instance, counts, scaling)  # before minutes of measuring
     measured = measure(experiment, counts, price.gpus, epochs=epochs, startups=startups, full=full)
     data = profile_dict(experiment, instance, measured, scaling)
     table = Table(

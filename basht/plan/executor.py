@@ -377,15 +377,18 @@ def plan_profile(spec: PlanSpec) -> Profile:
     measured = spec.profile
     if measured is None:
         raise BashtError("plan.replan: the plan keeps no profile (write it with basht plan --json)")
-    return Profile(
-        price=plan_price(spec.price),
-        epoch_s={gpus: tuple(samples) for gpus, samples in measured.epoch_s.items()},
-        startup_s=tuple(measured.startup_s),
-        scaling=measured.scaling,
-        source=measured.source,
-        data_usd_per_instance=spec.price.data_usd_per_instance,
-        overhead_s=tuple(measured.overhead_s),
-        power_w=None
-        if measured.power_w is None
-        else (measured.power_w["idle"], measured.power_w["busy"]),
-    )
+    try:
+        return Profile(
+            price=plan_price(spec.price),
+            epoch_s={gpus: tuple(samples) for gpus, samples in measured.epoch_s.items()},
+            startup_s=tuple(measured.startup_s),
+            scaling=measured.scaling,
+            source=measured.source,
+            data_usd_per_instance=spec.price.data_usd_per_instance,
+            overhead_s=tuple(measured.overhead_s),
+            power_w=None
+            if measured.power_w is None
+            else (measured.power_w["idle"], measured.power_w["busy"]),
+        )
+    except BashtError as err:  # a plan file edited by hand: say where the problem is
+        raise BashtError(f"plan.profile.{err}") from None

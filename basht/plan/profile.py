@@ -184,7 +184,8 @@ def load_profile(path: str | Path) -> Profile:
     try:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as err:
-        raise BashtError(f"{path}: not valid {path.suffix[1:].upper() or 'YAML'}: {err}") from None
+        kind = "JSON" if path.suffix == ".json" else "YAML"  # as it was read
+        raise BashtError(f"{path}: not valid {kind}: {' '.join(str(err).split())}") from None
     try:
         return profile_from_dict(data)
     except BashtError as err:
@@ -203,10 +204,12 @@ def profile_from_dict(data: Any) -> Profile:
     epoch_s = data["epoch_s"]
     if not isinstance(epoch_s, Mapping):
         raise BashtError("epoch_s: expected a mapping of GPU count to seconds per epoch")
-    try:
-        times = {int(k): tuple(float(s) for s in _listed(v)) for k, v in epoch_s.items()}
-    except (TypeError, ValueError):
-        raise BashtError("epoch_s: expected GPU counts with lists of seconds") from None
+    times: dict[int, tuple[float, ...]] = {}
+    for key, samples in epoch_s.items():
+        gpus = _gpu_count(key)
+        if gpus in times:  # 1 and "1" are one count: its samples would be lost silently
+            raise BashtError(f"epoch_s.{key}: GPU count {gpus} given twice")
+        times[gpus] = tuple(_number(s, f"epoch_s.{key}") for s in _listed(samples))
     startup = tuple(_number(s, "startup_s") for s in _listed(data.get("startup_s", [0.0])))
     overhead = tuple(_number(s, "overhead_s") for s in _listed(data.get("overhead_s", [0.0])))
     scaling = None if data.get("scaling") is None else _number(data["scaling"], "scaling")
@@ -331,6 +334,19 @@ def choose_profile(
     return profile_from_run(open_store(), run_id, instance, scaling=scaling, startup_s=startup)
 
 
+def _gpu_count(key: Any) -> int:
+    """A GPU count key of epoch_s: a whole number (1.5 GPUs is a typo, not 1 GPU)."""
+    try:
+        number = float(key)
+    except (TypeError, ValueError):
+        raise BashtError(
+            f"epoch_s.{key}: expected a whole GPU count with a list of seconds"
+        ) from None
+    if isinstance(key, bool) or not math.isfinite(number) or number != int(number):
+        raise BashtError(f"epoch_s.{key}: expected a whole GPU count with a list of seconds")
+    return int(number)
+
+
 def _listed(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list | tuple) else [value]
 
@@ -351,16 +367,20 @@ def parse_instance(spec: Any) -> Price:
 
 
 _DURATION = re.compile(
-    r"^(?:(?P<h>\d+(?:\.\d+)?)h)?(?:(?P<m>\d+(?:\.\d+)?)m)?(?:(?P<s>\d+(?:\.\d+)?)s?)?$"
+    r"^(?:(?P<h>\d+(?:\.\d+)?)h)?(?:(?P<m>\d+(?:\.\d+)?)m)?(?:(?P<s>\d+(?:\.\d+)?)(?P<unit>s?))?$"
 )
 
 
 def parse_duration(text: str) -> float:
     """Seconds in `5400`, `90m`, `1h30m` or `2h`."""
     match = _DURATION.match(text.strip())
+    # A bare number after hours or minutes ("1h30") is ambiguous: 30 minutes, or 30 seconds?
+    ambiguous = match is not None and bool(match["s"]) and not match["unit"]
+    if ambiguous and (match["h"] or match["m"]):
+        raise BashtError(f"deadline {text!r}: give the unit of its last number, e.g. 1h30m")
     if not text.strip() or match is None or not any(match.groupdict().values()):
         raise BashtError(f"deadline {text!r}: expected seconds or a time like 90m or 1h30m")
-    parts = {k: float(v) for k, v in match.groupdict().items() if v}
+    parts = {k: float(v) for k, v in match.groupdict().items() if v and k != "unit"}
     return parts.get("h", 0.0) * 3600 + parts.get("m", 0.0) * 60 + parts.get("s", 0.0)
 
 

@@ -10,6 +10,7 @@ profile's `source` says so, and the price is the instance type's.
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import tempfile
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from basht.energy.node import open_node_sources
+from basht.energy.pricing import Price
 from basht.energy.sources import CombinedSource
 from basht.engine.local import LocalExecutor
 from basht.engine.messages import CONTINUE, PAUSE, TrialTask
@@ -73,17 +75,7 @@ def measure(
     if epochs < 1 or startups < 1:
         raise BashtError("profile: give at least one epoch and one start-up")
     threads_per_gpu = experiment.resources.cpus_per_worker
-    cores = os.cpu_count() or 1
-    for count in gpus:
-        if count > instance_gpus:
-            raise BashtError(
-                f"--gpus: {count} GPUs per trial, but the instance has {instance_gpus}"
-            )
-        if count < 1 or count * threads_per_gpu > cores:
-            raise BashtError(
-                f"--gpus: {count} GPUs are emulated by {count * threads_per_gpu} cores here "
-                f"(cpus_per_worker {threads_per_gpu}), and this machine has {cores}"
-            )
+    _check_counts(gpus, instance_gpus, threads_per_gpu)
     space = experiment.search_space
     middle = space.from_units([0.5] * len(space))
     ref = experiment.workload_ref()
@@ -131,6 +123,44 @@ def measure(
         power = (idle_w, max(idle_w, busy_w))  # busy below idle is noise
     source = meter.name if meter is not None else ""
     return Measured(samples, startup, tuple(overheads), dict(middle), full, power, source)
+
+
+def _check_counts(gpus: Sequence[int], instance_gpus: int, threads_per_gpu: int) -> None:
+    """Each GPU count fits the instance and, emulated, this machine's cores."""
+    cores = os.cpu_count() or 1
+    for count in gpus:
+        if count < 1:
+            raise BashtError(f"--gpus: expected GPU counts >= 1, got {count}")
+        if count > instance_gpus:
+            raise BashtError(
+                f"--gpus: {count} GPUs per trial, but the instance has {instance_gpus}"
+            )
+        if count * threads_per_gpu > cores:
+            raise BashtError(
+                f"--gpus: {count} GPUs are emulated by {count * threads_per_gpu} cores here "
+                f"(cpus_per_worker {threads_per_gpu}), and this machine has {cores}"
+            )
+
+
+def check_request(
+    experiment: Experiment, instance: Any, gpus: Sequence[int], scaling: float | None = None
+) -> Price:
+    """The instance type of `basht profile`, with what it is asked to time checked before it
+    times anything (minutes): GPU counts the instance and this machine hold, and `scaling`
+    where one count cannot give the others."""
+    price = parse_instance(instance)
+    if price.gpus < 1:
+        raise BashtError(f"--instance {instance}: a plan needs GPU instances")
+    _check_counts(gpus, price.gpus, experiment.resources.cpus_per_worker)
+    if scaling is not None and not (math.isfinite(scaling) and scaling > 0):
+        raise BashtError(f"--scaling: expected b > 0 in t(k) = t(1)·k^-b, got {scaling:g}")
+    needed = {1 << i for i in range(price.gpus.bit_length())}  # as Profile checks them
+    if scaling is None and len(set(gpus)) < 2 and needed - set(gpus):
+        raise BashtError(
+            f"--gpus {gpus[0]}: one GPU count; time more (e.g. --gpus 1,2) or give --scaling "
+            "(b in t(k) = t(1)·k^-b, 1 = perfect scaling)"
+        )
+    return price
 
 
 def power_label(source: str) -> str:

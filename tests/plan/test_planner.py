@@ -150,6 +150,13 @@ def test_deadlines_read_as_people_write_them(text, seconds):
     assert parse_duration(text) == seconds
 
 
+@pytest.mark.parametrize("text", ["1h30", "2m30", "1h2m3"])
+def test_a_deadline_whose_last_number_has_no_unit_after_hours_or_minutes_is_refused(text):
+    # 1h30 was read as 1 h 30 s, where people mean 1 h 30 min.
+    with pytest.raises(BashtError, match="give the unit of its last number"):
+        parse_duration(text)
+
+
 @pytest.mark.parametrize(
     ("profile", "named"),
     [
@@ -171,11 +178,32 @@ def test_deadlines_read_as_people_write_them(text, seconds):
         ({**_tail(), "overhead_s": [-1]}, "overhead_s: expected seconds >= 0"),
         ({**_tail(), "data": {"gb": -1, "usd_per_gb": 0.1}}, "data.gb: expected a number >= 0"),
         ({**_tail(), "data": {"gb": 1, "usd_per_gb": 0.1, "egress": 1}}, "data.egress: unknown"),
+        # Not read as 1 GPU, nor as a sample of 1 s.
+        ({**_tail(), "epoch_s": {1.5: [60.0], 2: [30.0]}}, "epoch_s.1.5: expected a whole GPU"),
+        ({**_tail(), "epoch_s": {1: [60.0, True], 2: [30.0]}}, "epoch_s.1: expected a number"),
     ],
 )
 def test_a_bad_profile_is_one_line_naming_the_key(tmp_path, profile, named):
     path = tmp_path / "profile.yaml"
     path.write_text(yaml.safe_dump(profile))
+    with pytest.raises(BashtError) as err:
+        load_profile(path)
+    assert str(err.value).startswith(f"{path}: ") and named in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        # A YAML error is one line, as the experiment file's is.
+        ("instance: aws:p3.8xlarge\nepoch_s: {1: [60], 2: [30]\n", "not valid YAML: while parsing"),
+        # 1 and "1" are one GPU count: one of the two lists would be dropped without a word.
+        ('instance: aws:p3.8xlarge\nepoch_s: {1: [60], "1": [70], 2: [30]}\n', "given twice"),
+    ],
+)
+def test_a_bad_profile_file_is_one_line(tmp_path, text, named):
+    path = tmp_path / "profile.yaml"
+    path.write_text(text)
     with pytest.raises(BashtError) as err:
         load_profile(path)
     assert str(err.value).startswith(f"{path}: ") and named in str(err.value)
@@ -269,3 +297,47 @@ def test_pruner_none_is_one_stage_and_a_profile_file_takes_no_run_options(tmp_pa
         choose_profile(example, None, lambda: None, scaling=0.5)
     with pytest.raises(BashtError, match="one of them"):
         choose_profile(None, None, lambda: None)
+
+
+def test_a_plan_that_scales_is_found_where_no_static_cluster_meets_the_deadline():
+    # Measured slower at 2 and 4 GPUs per trial (as on shared cores): the last stage's single
+    # trial gets the instance's 4 GPUs whatever, but stage 2's 3 trials are fastest on one
+    # instance (1 GPU each) while stage 0's 27 are fastest on many. No static cluster is both.
+    profile = profile_from_dict(
+        {
+            "instance": {"usd_per_hour": 4.0, "gpus": 4},
+            "epoch_s": {1: [10.0, 11.0], 2: [30.0, 31.0], 4: [30.0, 32.0]},
+            "startup_s": [5.0],
+        }
+    )
+    job = ShaJob(27, 1, 27, 3)
+    sim = Simulator(job, profile, runs=50, max_instances=7)
+    statics = min(sim((m,) * 4).jct_p95_s for m in range(1, 8))
+    deadline_s = statics - 30  # no static cluster meets it
+    assert best_static(sim, deadline_s) is None and brute_force(sim, deadline_s) is not None
+    result = plan_job(job, profile, deadline_s, runs=50, max_instances=7)
+    assert result.estimate.jct_p95_s <= deadline_s
+    assert result.static_estimate.jct_p95_s == pytest.approx(statics)  # the fastest, late
+    # A deadline none meets names the fastest plan found, not the largest static cluster.
+    with pytest.raises(BashtError, match=r"the fastest plan found \(7 3 1 1 instances") as err:
+        plan_job(job, profile, 600, runs=50, max_instances=7)
+    assert sim((7, 3, 1, 1)).jct_p95_s < statics and "680 s" in str(err.value)
+
+
+def test_basht_plan_says_when_only_a_plan_that_scales_meets_the_deadline(tmp_path):
+    profile = {
+        "instance": {"usd_per_hour": 4.0, "gpus": 4},
+        "epoch_s": {1: [10.0, 11.0], 2: [30.0, 31.0], 4: [30.0, 32.0]},
+        "startup_s": [5.0],
+    }
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(profile))
+    experiment = yaml.safe_load((ROOT / "examples/plan/sha-81.yaml").read_text())
+    experiment["search"] |= {"max_budget": 27, "max_trials": 27}
+    (tmp_path / "e.yaml").write_text(yaml.safe_dump(experiment))
+    sim = Simulator(ShaJob(27, 1, 27, 3), profile_from_dict(profile), runs=50, max_instances=7)
+    deadline = f"{min(sim((m,) * 4).jct_p95_s for m in range(1, 8)) - 30:.0f}"
+    args = ["--profile", "p.yaml", "--deadline", deadline, "--runs", "50", "--max-instances", "7"]
+    proc = basht("plan", "e.yaml", *args, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "no static cluster meets the deadline, only a plan that scales" in proc.stdout
+    assert "less than the best static" not in proc.stdout  # no saving against a late cluster

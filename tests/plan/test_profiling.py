@@ -70,3 +70,20 @@ def test_gpu_counts_this_machine_or_the_instance_cannot_hold_are_one_line(tmp_pa
         )
         assert proc.returncode == 2 and "8 GPUs are emulated by 8 cores here" in proc.stderr
     assert not (tmp_path / "profile.yaml").exists()
+
+
+def test_what_profiling_cannot_use_is_refused_before_it_measures(tmp_path):
+    # Each of these used to be found only after every count and start-up had been timed (or,
+    # for a count below 1 or an instance without GPUs, with a message about cores).
+    file = _experiment(tmp_path)
+    for instance, args, message in (
+        (INSTANCE, ["--gpus", "1"], "--gpus 1: one GPU count; time more"),
+        (INSTANCE, ["--gpus", "1", "--scaling", "0"], "--scaling: expected b > 0"),
+        (INSTANCE, ["--gpus", "0,1"], "--gpus: expected GPU counts >= 1, got 0"),
+        ("aws:m5.large", ["--gpus", "1"], "--instance aws:m5.large: a plan needs GPU instances"),
+    ):
+        proc = basht("profile", str(file), "--instance", instance, *args, cwd=tmp_path)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+        assert "profile of" not in proc.stdout  # nothing was timed
+    assert not (tmp_path / "profile.yaml").exists()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from basht.errors import ExperimentError
+from basht.errors import BashtError, ExperimentError
 from basht.experiment import Experiment, PlanSpec, load_experiment, with_plan
 from basht.plan import ShaJob, Simulator, load_profile, observed_speed, plan_job, replan
 from basht.plan.executor import plan_profile
@@ -122,6 +122,15 @@ def test_a_plan_file_keeps_what_replanning_needs(tmp_path):
     assert with_plan(experiment, tmp_path / "old.json").plan is not None  # runs as it is
     with pytest.raises(ExperimentError, match=r"plan\.replan: needs the plan's profile"):
         with_plan(experiment, tmp_path / "old.json", replan=True)
+
+
+def test_a_plan_files_profile_that_cannot_be_planned_from_names_plan_profile():
+    job, profile, planned = _p3()
+    written = json.loads(json.dumps(plan_json(planned, job, profile)))
+    written["profile"]["epoch_s"] = {"1": [60.0]}  # one count, no scaling: edited by hand
+    spec = PlanSpec.model_validate(written | {"replan": True})
+    with pytest.raises(BashtError, match=r"^plan\.profile\.epoch_s: profiled at 1 GPU only"):
+        plan_profile(spec)
 
 
 def test_replan_needs_a_plan():
