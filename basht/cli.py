@@ -274,6 +274,8 @@ def report(
 
     if as_json and as_html:
         raise BashtError("--json and --html: give one (--json prints, --html writes a page)")
+    if out is not None and not as_html:
+        raise BashtError(f"--out {out}: only --html writes a file; give --html too")
     if is_comparison_ref(run_id):
         _report_comparison(run_id, store, results, as_json, as_html, out)
         return

@@ -175,6 +175,10 @@ def test_a_results_folder_that_cannot_be_made_is_one_line_and_the_run_is_failed(
     html = _basht(*bad, cwd=tmp_path)
     assert html.returncode == 2 and "Traceback" not in html.stderr, html.stderr
     assert html.stderr.strip().splitlines()[-1].startswith("error: a-file: ")
+    # --out without --html would print the console report and write nothing: refused.
+    alone = _basht("report", run.id, "--store", spec["store"], "--out", "s.html", cwd=tmp_path)
+    assert alone.returncode == 2 and not (tmp_path / "s.html").exists()
+    assert alone.stderr.strip() == "error: --out s.html: only --html writes a file; give --html too"
 
 
 def test_the_basht_command_finds_a_workload_in_the_folder_it_runs_in(spec, write_spec, tmp_path):
