@@ -36,21 +36,26 @@ def worker_main(index: int, conn: Connection, threads: int) -> None:
     conn.send(("ready", index, os.getpid()))
     while True:
         try:
-            message = conn.recv()
+            _serve(worker, conn.recv())
         except (EOFError, OSError):
-            return  # the driver is gone
-        command = message[0]
-        if command == "exit":
-            # Nothing is left to flush; skipping interpreter teardown saves seconds once torch and
-            # scikit-learn are loaded, and undeploy is a measured phase.
-            conn.close()
-            os._exit(0)
-        if command == "setup":
-            conn.send(("setup", index, worker.setup(message[1])))
-        elif command == "run":
-            worker.run(message[1])
-        elif command == "test":
-            worker.test(message[1], message[2])
+            # The driver is gone (killed, say): its pipe failed. Setup, trials and tests report
+            # their own errors, so only the pipe's end up here; nobody is left to tell.
+            return
+
+
+def _serve(worker: _Worker, message: tuple[Any, ...]) -> None:
+    command, conn = message[0], worker.conn
+    if command == "exit":
+        # Nothing is left to flush; skipping interpreter teardown saves seconds once torch and
+        # scikit-learn are loaded, and undeploy is a measured phase.
+        conn.close()
+        os._exit(0)
+    if command == "setup":
+        conn.send(("setup", worker.index, worker.setup(message[1])))
+    elif command == "run":
+        worker.run(message[1])
+    elif command == "test":
+        worker.test(message[1], message[2])
 
 
 def save_state(state: Any, path: str) -> None:
