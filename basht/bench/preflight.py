@@ -56,6 +56,7 @@ def preflight(experiment: Experiment, source: str | None = None) -> Any:
     _check_store(experiment.store, where)
     _check_sampler(experiment, where)
     _check_prometheus_port(experiment.measure.prometheus_port, where)
+    _check_plan(experiment, where)
     return workload
 
 
@@ -226,6 +227,23 @@ def _check_price(experiment: Experiment, where: str) -> None:
         key = next((k for phrase, k in _PRICE_KEYS if phrase in message), None)
         path = "measure.price" + (f".{key}" if key else "")
         raise ExperimentError(f"{where}: {path}: {message}") from None
+
+
+def _check_plan(experiment: Experiment, where: str) -> None:
+    """What the plan's executor would refuse at deploy: more worker processes than this machine
+    holds, or (re-planning) a profile that cannot be planned from, as in a hand-edited file."""
+    spec = experiment.plan
+    if spec is None:
+        return
+    from basht.plan.cluster import check_local_plan
+    from basht.plan.executor import plan_profile
+
+    try:
+        check_local_plan(spec.plan, spec.price.gpus)
+        if spec.replan:
+            plan_profile(spec)
+    except BashtError as err:
+        raise ExperimentError(f"{where}: {err}") from None
 
 
 def _check_store(url: str, where: str) -> None:

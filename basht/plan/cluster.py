@@ -74,6 +74,19 @@ class Workers(Protocol):
     def remove_workers(self, indexes: Sequence[int]) -> None: ...
 
 
+def check_local_plan(plan: Sequence[int], gpus: int, max_workers: int | None = None) -> None:
+    """Refuse a plan that would start more processes than this machine should hold."""
+    max_workers = max_workers or LOCAL_WORKERS_PER_CORE * (os.cpu_count() or 1)
+    most = max(plan)
+    if most * gpus > max_workers:
+        raise BashtError(
+            f"plan: {most} instances x {gpus} GPUs would be {most * gpus} worker "
+            f"processes; this machine runs at most {max_workers} (one per GPU, "
+            f"{LOCAL_WORKERS_PER_CORE} per core): make the plan with --max-instances "
+            f"{max(1, max_workers // gpus)}"
+        )
+
+
 class LocalProvider:
     """Instances as groups of `gpus` worker processes of one local executor."""
 
@@ -82,15 +95,7 @@ class LocalProvider:
         self.max_workers = max_workers or LOCAL_WORKERS_PER_CORE * (os.cpu_count() or 1)
 
     def check(self, plan: Sequence[int]) -> None:
-        """Refuse a plan that would start more processes than this machine should hold."""
-        most = max(plan)
-        if most * self.gpus > self.max_workers:
-            raise BashtError(
-                f"plan: {most} instances x {self.gpus} GPUs would be {most * self.gpus} worker "
-                f"processes; this machine runs at most {self.max_workers} (one per GPU, "
-                f"{LOCAL_WORKERS_PER_CORE} per core): make the plan with --max-instances "
-                f"{max(1, self.max_workers // self.gpus)}"
-            )
+        check_local_plan(plan, self.gpus, self.max_workers)
 
     def launch(self, count: int) -> list[tuple[int, ...]]:
         return self._grouped(self.workers.add_workers(count * self.gpus))

@@ -13,6 +13,7 @@ from basht.plan import ShaJob, Simulator, load_profile, observed_speed, plan_job
 from basht.plan.executor import plan_profile
 from basht.plan.profile import profile_from_dict
 from basht.report.plan import plan_json
+from tests.cli import basht
 
 ROOT = Path(__file__).resolve().parents[2]
 FLAT = {
@@ -131,6 +132,30 @@ def test_a_plan_files_profile_that_cannot_be_planned_from_names_plan_profile():
     spec = PlanSpec.model_validate(written | {"replan": True})
     with pytest.raises(BashtError, match=r"^plan\.profile\.epoch_s: profiled at 1 GPU only"):
         plan_profile(spec)
+
+
+def test_a_plan_the_run_cannot_follow_is_refused_before_anything_is_stored(tmp_path):
+    """What the plan's executor would refuse at deploy is checked with the file: one line, no
+    run in the store, no results folder."""
+    job, profile, planned = _p3()
+    written = json.loads(json.dumps(plan_json(planned, job, profile)))
+    bad_profile = json.loads(json.dumps(written))
+    bad_profile["profile"]["epoch_s"] = {"1": [60.0]}
+    too_big = written | {"plan": [10_000] * len(written["plan"])}
+    cases = [
+        (bad_profile, ["--replan"], "plan.profile.epoch_s: profiled at 1 GPU only"),
+        (too_big, [], "plan: 10000 instances x 4 GPUs would be 40000 worker processes"),
+    ]
+    for number, (plan, flags, expected) in enumerate(cases):
+        (tmp_path / f"p{number}.json").write_text(json.dumps(plan))
+        url = f"sqlite:///{tmp_path / 'basht.db'}"
+        proc = basht(
+            "run", str(ROOT / "examples/plan/sha-81.yaml"), "--plan", f"p{number}.json", *flags,
+            "--store", url, "-q", cwd=tmp_path,
+        )  # fmt: skip
+        assert proc.returncode == 2, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and expected in proc.stderr
+    assert not (tmp_path / "basht.db").exists() and not (tmp_path / "results").exists()
 
 
 def test_replan_needs_a_plan():
