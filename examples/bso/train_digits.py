@@ -7,7 +7,8 @@ the server learns which batch size reaches the target accuracy at the lowest ene
     for i in $(seq 10); do python examples/bso/train_digits.py --server http://127.0.0.1:8000; done
 
 Exit code 0: the run reached the target. Exit code 3: the server gave this batch size up (early
-stopped on cost, or out of epochs); relaunch and the next run gets another batch size. Energy is
+stopped on cost, or out of epochs); relaunch and the next run gets another batch size. Exit code 1
+with one line: the server could not be reached or refused a request. Energy is
 measured with Basht's monitor (RAPL or NVML where readable, else a labelled estimate).
 
 Needs the `torch`, `sklearn` and `bso` extras.
@@ -24,6 +25,7 @@ import torch
 from torch import nn
 
 from basht.bso import BatchSizeOptimizer, JobSpec, TrainFailError
+from basht.bso.errors import BSOError
 from basht.workloads.digits import digits_splits
 
 BATCH_SIZES = [8, 16, 32, 64, 128, 256]
@@ -107,4 +109,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BSOError as err:  # the server unreachable or refusing: one line, not a traceback
+        sys.exit(f"error: {err}")
