@@ -28,8 +28,8 @@ straggler model of RubberBand's simulator; results/asha_scale_stragglers.json is
 own shape (eta 4, budgets 1..256) with seeds 0-9 (0-4 at 500 workers).
 
 `--curves FILE` replays measured learning curves instead (a `basht curves` table, e.g.
-data/digits-curves.json.gz: 1,000 configurations of digits-mlp trained to 81 epochs on this
-machine), each start and resume costing their median load time; times are then in virtual
+benchmarks/data/digits-curves.json.gz: 1,000 configurations of digits-mlp trained to 81 epochs
+on this machine), each start and resume costing their median load time; times are then in virtual
 seconds, and `--target-top F` sets the target that a fraction F of the recorded configurations
 reach at some epoch (0.01 by default). Without `--curves`, `--target-top F` sets the target that
 F of SyntheticCurve's configurations reach (10,000 sampled per seed); the default target 0.93 is
@@ -39,7 +39,7 @@ are F = 0.1, 0.01 and 0.001, seeds 0-9 (0-4 at 500 workers).
     python benchmarks/asha_scale.py [--workers 1 25 500] [--seeds 0 1 2 3 4]
         [--seeds-large SEED ...] [--target 0.93] [--trials-per-worker 200]
         [--straggler-p 0.05] [--straggler-factor 4] [--eta 3] [--max-budget 81] [--out FILE]
-        [--target-top 0.01] [--curves data/digits-curves.json.gz]
+        [--target-top 0.01] [--curves benchmarks/data/digits-curves.json.gz]
 """
 
 from __future__ import annotations
