@@ -220,6 +220,8 @@ def _execute(
                 ctx.exporter.stop()
             if metric_rows:  # the bill runs until the resources are released: undeploy's end
                 _bill_to_undeploy(store, run_id, ctx.experiment, metric_rows)
+            elif sut is not None:  # failed or interrupted: what it used until then still counts
+                _metrics_so_far(store, run_id, ctx.experiment)
             store.finish_run(run_id, status, error)
             summary = build_summary(store, run_id)
             try:
@@ -244,6 +246,18 @@ def _bill_to_undeploy(
         log.error("OC not brought up to the end of undeploy: %s", err)
         return
     store.replace_metrics(run_id, [(n, bill if n == "OC" else v, u, src) for n, v, u, src in rows])
+
+
+def _metrics_so_far(store: Store, run_id: str, experiment: Experiment) -> None:
+    """Table 2 for a run that ended early, up to its undeploy: the energy, emissions and bill of
+    a failed or interrupted attempt are spent all the same (JCT, which ends at the test, stays
+    empty). A resumed run replaces them with its own when it completes."""
+    try:
+        metrics = compute_metrics(store, run_id, tuple(experiment.measure.wasted_states))
+    except Exception as err:  # the run's own error is the one to report
+        log.error("metrics of the run so far not computed: %s", err)
+        return
+    store.replace_metrics(run_id, [(m.name, m.value, m.unit, m.source) for m in metrics])
 
 
 def _about(experiment: Experiment, workload: Any) -> dict[str, Any] | None:

@@ -90,14 +90,16 @@ def test_a_completed_run_cannot_be_resumed(spec, write_spec, tmp_path):
 def test_a_run_whose_driver_lives_is_refused_and_a_killed_ones_is_resumed(
     spec, tmp_path, monkeypatch
 ):
-    spec["workload"]["params"] = {"epoch_s": 0.2}
+    # Epochs long enough that the run is still going when `basht resume` (a new process, slow to
+    # start on a busy machine) asks about it.
+    spec["workload"]["params"] = {"epoch_s": 0.5}
     spec["search"].update(pruner="asha", min_budget=1, max_budget=9, eta=3, max_trials=12)
     path = tmp_path / "asha.yaml"
     path.write_text(yaml.safe_dump(spec))
     proc = run_in_background(path, tmp_path)
     try:
         wait_for_trials(
-            spec["store"], tmp_path / "basht.db", lambda store, run: len(store.trials(run.id)) >= 3
+            spec["store"], tmp_path / "basht.db", lambda store, run: len(store.trials(run.id)) >= 1
         )
         (run,) = Store(spec["store"]).list_runs()
         refused = _basht("resume", run.id, "--store", spec["store"], "-q", cwd=tmp_path)
