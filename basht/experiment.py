@@ -73,6 +73,11 @@ class ChoiceParam(_Strict):
 
 
 def _check_bounds(low: float, high: float, log: bool, step: float | None) -> None:
+    # YAML reads .inf and .nan as floats: a grid of them overflows and draws are inf or nan.
+    if not all(math.isfinite(v) for v in (low, high, 1.0 if step is None else step)):
+        raise ValueError(
+            f"low, high and step must be finite, got low={low} high={high} step={step}"
+        )
     if low >= high:
         raise ValueError(f"low must be below high, got low={low} high={high}")
     if log and low <= 0:
@@ -111,6 +116,11 @@ class LegacyParam(_Strict):
                 )
             if self.start[0] > self.end[0] or len(self.start) > len(self.end):
                 raise ValueError("start must not exceed end")
+        elif not all(math.isfinite(v) for v in (self.start, self.end, self.step_size)):
+            raise ValueError(
+                f"start, end and step_size must be finite, got start={self.start} "
+                f"end={self.end} step_size={self.step_size}"
+            )
         elif self.start > self.end:
             raise ValueError(f"start must not exceed end, got start={self.start} end={self.end}")
         return self
@@ -121,7 +131,12 @@ class LegacyParam(_Strict):
             widths = range(self.start[0], self.end[0] + 1, width_step)
             depths = range(len(self.start), len(self.end) + 1, layer_step)
             return [[w] * d for d in depths for w in widths]
-        if all(isinstance(v, int) for v in (self.start, self.end, self.step_size)):
+        # step_size arrives as a float (1 -> 1.0): a whole step between integer bounds gives
+        # integers, as the file wrote them, not 1.0, 2.0, ... that break `range(epochs)`.
+        if (
+            all(isinstance(v, int) for v in (self.start, self.end))
+            and float(self.step_size).is_integer()
+        ):
             return list(range(self.start, self.end + 1, int(self.step_size)))
         return (
             Float(float(self.start), float(self.end) + 1e-12, step=self.step_size).grid()
@@ -261,7 +276,8 @@ class MeasureSpec(_Strict):
     price: PriceSpec = Field(default_factory=lambda: PriceSpec(usd_per_hour=0.0))
     prometheus_port: int | None = Field(default=None, ge=0, le=65535)
     prometheus_url: str | None = None  # read energy from this server (energy: prometheus)
-    prometheus_query: str = "sum(node_rapl_package_joules_total)"
+    # Counter series, summed by the source per series: not sum(...), whose wraps it cannot see.
+    prometheus_query: str = "node_rapl_package_joules_total"
     estimate: EstimateSpec = Field(default_factory=EstimateSpec)
     wasted_states: list[TrialStateName] = Field(
         default_factory=lambda: ["failed", "aborted", "stopped"]
@@ -672,7 +688,11 @@ def _one_line(err: ValidationError, source: str) -> str:
 
 
 def _is_tag(part: str) -> bool:
-    return part in _TAGS or part.startswith(("function-", "union[", "tagged-union[")) or "[" in part
+    return (
+        part in _TAGS
+        or part.startswith(("function-", "union[", "tagged-union[", "constrained-"))
+        or "[" in part
+    )
 
 
 def _fields_at(loc: list[str]) -> list[str]:

@@ -34,26 +34,45 @@ class Float:
     def quantile(self) -> Callable[[float], float]:
         """`from_unit` with its constants (the grid, the log bounds) computed once, for drawing
         many values."""
+        low, high = self.low, self.high
         if self.step is not None:
-            return _grid_quantile(self.grid())
-        high = self.high
+            count, point = self._steps() + 1, self._point()
+            return lambda u: point(min(int(u * count), count - 1))
         if self.log:
-            lo, hi = math.log(self.low), math.log(high)
+            lo, hi = math.log(low), math.log(high)
             span = hi - lo
-            return lambda u: min(math.exp(lo + u * span), high)
-        low, width = self.low, high - self.low
+            # exp(log(x)) may land an ulp below x (1e-5 -> 9.999999999999997e-06): clamp both ends.
+            return lambda u: min(max(math.exp(lo + u * span), low), high)
+        width = high - low
         return lambda u: low + u * width
 
     def grid(self) -> list[float]:
         if self.step is None:
             raise ExperimentError("a float parameter without `step` has no grid")
-        n = int(math.floor((self.high - self.low) / self.step + 1e-9))
-        # Rounding keeps 0.1 + 0.2 from printing as 0.30000000000000004 in results.
-        return [round(self.low + i * self.step, 12) for i in range(n + 1)]
+        point = self._point()
+        return [point(i) for i in range(self._steps() + 1)]
+
+    def _steps(self) -> int:
+        """How many steps fit between the bounds (the end counts when within float noise)."""
+        assert self.step is not None
+        return int(math.floor((self.high - self.low) / self.step + 1e-9))
+
+    def _point(self) -> Callable[[int], float]:
+        """The grid's i-th value, computed alone: a fine grid is never built to be sampled."""
+        low, high, step = self.low, self.high, self.step
+        assert step is not None
+        # Rounding to 12 significant digits of the bounds' scale keeps 0.1 + 0.2 from printing as
+        # 0.30000000000000004 in results, and tiny steps (1e-13) apart rather than all 0.0; never
+        # coarser than a millionth of the step (0..1e15 in steps of 1 stays whole numbers).
+        digits = max(
+            12 - math.floor(math.log10(max(abs(low), abs(high), step))),
+            6 - math.floor(math.log10(step)),
+        )
+        return lambda i: min(max(round(low + i * step, digits), low), high)
 
     @property
     def size(self) -> float:
-        return len(self.grid()) if self.step is not None else math.inf
+        return self._steps() + 1 if self.step is not None else math.inf
 
 
 @dataclass(frozen=True)
@@ -76,7 +95,7 @@ class Int:
         """`from_unit` with its constants (the grid, the log bounds) computed once, for drawing
         many values."""
         if self.step is not None:
-            return _grid_quantile(self.grid())
+            return _grid_quantile(self._range())
         low, high = self.low, self.high
         if self.log:
             lo, hi = math.log(low - 0.5), math.log(high + 0.5)
@@ -86,11 +105,15 @@ class Int:
         return lambda u: min(low + int(u * count), high)
 
     def grid(self) -> list[int]:
-        return list(range(self.low, self.high + 1, self.step or 1))
+        return list(self._range())
+
+    def _range(self) -> range:
+        """The grid as a range: its size and any one value without building it (2**31 seeds)."""
+        return range(self.low, self.high + 1, self.step or 1)
 
     @property
     def size(self) -> float:
-        return len(self.grid())
+        return len(self._range())
 
 
 @dataclass(frozen=True)
@@ -125,7 +148,7 @@ def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
-def _grid_quantile(grid: list[Any]) -> Callable[[float], Any]:
+def _grid_quantile(grid: Sequence[Any]) -> Callable[[float], Any]:
     count = len(grid)
     return lambda u: grid[min(int(u * count), count - 1)]
 

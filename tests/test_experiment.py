@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 import subprocess
 import sys
 
@@ -251,3 +253,37 @@ def test_a_named_energy_counter_must_be_readable_here(spec, write_spec, tmp_path
         preflight(load_experiment(write_spec(spec)))
     spec["measure"] = {"energy": "auto"}  # auto falls back to the labelled estimate
     preflight(load_experiment(write_spec(spec)))
+
+
+def test_original_hyperparameter_whole_steps_stay_integers(spec, write_spec):
+    # The schema reads step_size as a float (2 -> 2.0); the values must still be ints, or a
+    # user workload's range(config["epochs"]) fails in every trial.
+    del spec["space"]
+    spec["hyperparameter"] = {
+        "epochs": {"start": 1, "end": 5, "step_size": 2},
+        "batch_size": {"start": 32, "end": 64, "step_size": 32.0},
+        "lr": {"start": 1, "end": 2, "step_size": 0.5},
+    }
+    grid = list(load_experiment(write_spec(spec)).search_space.grid())
+    assert sorted({c["epochs"] for c in grid}) == [1, 3, 5]
+    assert all(type(c["epochs"]) is int and type(c["batch_size"]) is int for c in grid)
+    assert sorted({c["lr"] for c in grid}) == [1.0, 1.5, 2.0]
+
+
+@pytest.mark.parametrize(
+    ("key", "entry", "expected"),
+    [
+        ("space", {"type": "float", "low": 0.0, "high": math.inf}, "space.x: low, high and step"),
+        ("space", {"type": "float", "low": 0.0, "high": 1e3, "step": math.inf}, "must be finite"),
+        ("space", {"type": "float", "low": math.nan, "high": 1.0}, "space.x: low, high and step"),
+        ("hyperparameter", {"start": 0, "end": math.inf, "step_size": 1}, "hyperparameter.x: "),
+        ("hyperparameter", {"start": 0, "end": 1, "step_size": 0}, "x.step_size: Input should"),
+    ],
+)
+def test_non_finite_bounds_are_one_line_not_a_crash(key, entry, expected, spec, write_spec):
+    # YAML's .inf and .nan are floats: accepted, they overflowed the grid or drew inf/nan.
+    del spec["space"]
+    spec[key] = {"x": entry}
+    with pytest.raises(ExperimentError, match=re.escape(expected)) as raised:
+        load_experiment(write_spec(spec)).space_size  # noqa: B018
+    assert "constrained-" not in str(raised.value)

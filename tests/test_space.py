@@ -112,3 +112,35 @@ def test_rows_of_units_map_as_each_row_would():
     assert space.from_unit_rows(units) == rows
     with pytest.raises(ValueError, match="rows of 3"):
         space.from_unit_rows(units[:4])
+
+
+@pytest.mark.parametrize("low", [1e-5, 2e-5, 1e-7, 0.003, 7.0])
+def test_log_float_lowest_quantile_is_not_below_low(low):
+    # exp(log(low)) is an ulp below low for these; preflight hands from_unit(0.0) to check_config.
+    p = Float(low, low * 100, log=True)
+    assert p.low <= p.from_unit(0.0) <= p.high
+
+
+def test_stepped_float_grid_keeps_tiny_steps_apart_and_inside_bounds():
+    tiny = Float(1e-13, 1e-12, step=1e-13).grid()
+    assert len(set(tiny)) == 10 and tiny[0] == 1e-13 and tiny[-1] == 1e-12
+    odd = Float(1.23454e-8, 1e-7, step=1e-8)
+    assert all(odd.low <= v <= odd.high for v in odd.grid())
+    assert Float(-0.3, 0.0, step=0.1).grid() == [-0.3, -0.2, -0.1, 0.0]
+    wide = Float(0.0, 1e15, step=1.0)
+    assert [wide.from_unit((i + 0.5) / wide.size) for i in (5, 12_345)] == [5.0, 12_345.0]
+
+
+def test_size_and_draws_of_a_huge_grid_do_not_build_it(monkeypatch):
+    # Int(0, 2**31) (a seed) took all memory to count; a fine float step took minutes.
+    def no_grid(self):
+        raise AssertionError("the grid was built")
+
+    monkeypatch.setattr(Int, "grid", no_grid)
+    monkeypatch.setattr(Float, "grid", no_grid)
+    assert Int(0, 2**31 - 1).size == 2**31
+    assert Int(0, 10**12, step=3).size == 10**12 // 3 + 1
+    assert Float(0.0, 1e6, step=0.1).size == 10**7 + 1
+    assert Int(0, 10**12, step=3).from_unit(0.999999) % 3 == 0
+    assert Float(0.0, 1e6, step=0.1).from_unit(0.5) == 500000.0
+    assert SearchSpace({"s": Int(0, 2**31 - 1), "x": Float(0.0, 1.0, step=1e-7)}).is_finite

@@ -56,7 +56,9 @@ class EstimateModel:
 def busy_and_total_s() -> tuple[float, float]:
     """CPU seconds spent busy and in total, summed over all CPUs, since boot."""
     t = psutil.cpu_times()
-    total = sum(t)
+    # Linux counts a virtual machine's time (guest, guest_nice) in user and nice too: summing
+    # every field counted it twice, overstating the utilisation of a host that runs VMs.
+    total = sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
     idle = t.idle + getattr(t, "iowait", 0.0)
     return total - idle, total
 

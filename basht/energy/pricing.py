@@ -255,7 +255,15 @@ def price_from_spec(price_spec: Any) -> Price:
     if instance is not None:
         if provider is None:
             raise PriceError(f"price: instance {instance!r} needs a provider (aws, gcp or azure)")
-        price = lookup_price(str(provider), str(instance), _spec_get(price_spec, "region"))
+        region = _spec_get(price_spec, "region")
+        try:
+            price = lookup_price(str(provider), str(instance), region)
+        except PriceError:
+            if usd_per_hour is None or region is None:
+                raise
+            # The user's price for a region the sheet lacks (as its message suggests): a type is
+            # the same size in every region, so any row of it sizes the shares.
+            price = replace(lookup_price(str(provider), str(instance)), region=str(region))
         if usd_per_hour is not None:
             price = replace(
                 price,

@@ -66,39 +66,48 @@ class PrometheusClient:
             return False
 
 
-class PrometheusSource:
-    """Node energy from a counter series in Prometheus (node_exporter's RAPL collector by default).
+#: node_exporter's RAPL counters, one series per package, summed here rather than in PromQL.
+DEFAULT_QUERY = "node_rapl_package_joules_total"
 
-    Counter resets (an exporter restart) are handled as Prometheus's `increase()` does: a value
-    below the last one starts a new run from zero.
+
+class PrometheusSource:
+    """Node energy from counter series in Prometheus (node_exporter's RAPL collector by default).
+
+    Each series the query returns keeps its own running total, and a value below its last one
+    starts that series again from zero, as Prometheus's `increase()` does per series: an exporter
+    restart, or a package's raw RAPL counter wrapping (node_exporter exposes it as it is). Summed
+    in the query (`sum(...)`), one package's wrap would read as the whole sum starting again and
+    count every other package's energy once more.
     """
 
     name = "prometheus"
 
-    def __init__(self, url: str, query: str = "sum(node_rapl_package_joules_total)"):
+    def __init__(self, url: str, query: str = DEFAULT_QUERY):
         self.client = PrometheusClient(url)
         self.expr = query
         try:
-            first = self._value()
+            first = self._values()
         except PrometheusError as err:
             raise EnergyUnavailable(str(err)) from None
-        if first is None:
+        if not first:
             raise EnergyUnavailable(f"Prometheus {url}: the query {query!r} returned no series")
         self._last = first
         self._total = 0.0
 
-    def _value(self) -> float | None:
-        result = self.client.query(self.expr)
-        return sum(v for _, v in result) if result else None
+    def _values(self) -> dict[tuple[tuple[str, str], ...], float]:
+        """Each series' value, by its labels."""
+        return {tuple(sorted(labels.items())): v for labels, v in self.client.query(self.expr)}
 
     def read(self) -> Reading:
         try:
-            value = self._value()
+            values = self._values()
         except PrometheusError:
-            value = None  # a missed scrape adds nothing; the next read catches up
-        if value is not None:
-            self._total += value - self._last if value >= self._last else value
-            self._last = value
+            values = {}  # a missed scrape adds nothing; the next read catches up
+        for series, value in values.items():
+            last = self._last.get(series)
+            if last is not None:  # a series first seen now counts from here
+                self._total += value - last if value >= last else value
+            self._last[series] = value
         return Reading(time.time(), {"cpu": self._total})
 
     def max_interval_s(self) -> float | None:

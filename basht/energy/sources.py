@@ -8,7 +8,7 @@ import time
 from basht.energy.base import EnergySource, EnergyUnavailable, Reading
 from basht.energy.estimate import EstimateModel, EstimateSource
 from basht.energy.nvml import NvmlSource
-from basht.energy.prometheus import PrometheusSource
+from basht.energy.prometheus import DEFAULT_QUERY, PrometheusSource
 from basht.energy.rapl import RaplSource
 from basht.errors import BashtError
 
@@ -60,7 +60,7 @@ def open_sources(
     if kind == "prometheus":
         if not prometheus_url:
             raise BashtError("measure.energy: prometheus needs measure.prometheus_url")
-        return _named(lambda: PrometheusSource(prometheus_url, prometheus_query or _DEFAULT_QUERY))
+        return _named(lambda: PrometheusSource(prometheus_url, prometheus_query or DEFAULT_QUERY))
     if kind == "rapl":
         return _named(RaplSource)
     if kind == "nvml":
@@ -78,9 +78,6 @@ def open_sources(
         except EnergyUnavailable as reason:
             log.warning("%s; GPU energy is not measured", reason)
     return CombinedSource(sources)
-
-
-_DEFAULT_QUERY = "sum(node_rapl_package_joules_total)"
 
 
 def _named(make) -> CombinedSource:

@@ -65,6 +65,20 @@ def _monitor(**kwargs) -> EnergyMonitor:
     )
 
 
+def test_vm_guest_time_is_counted_once(monkeypatch):
+    # Linux puts guest time in user (and guest_nice in nice) as well: half the host busy running
+    # a VM is u = 0.5, not (50 + 50) / (100 + 50).
+    from collections import namedtuple
+
+    Times = namedtuple("Times", "user nice system idle iowait irq softirq steal guest guest_nice")
+    monkeypatch.setattr(
+        estimate_module.psutil,
+        "cpu_times",
+        lambda: Times(50.0, 0.0, 0.0, 50.0, 0.0, 0.0, 0.0, 0.0, 50.0, 0.0),
+    )
+    assert estimate_module.busy_and_total_s() == (50.0, 100.0)
+
+
 def test_booking_splits_active_and_idle_and_adds_up():
     monitor = _monitor(slots=2)
     monitor.close()

@@ -205,6 +205,16 @@ def test_bad_price_spec_is_one_clear_line(spec: dict, match: str) -> None:
     assert "\n" not in str(info.value)
 
 
+def test_own_price_for_a_region_the_sheet_lacks_keeps_the_instances_size_and_rule() -> None:
+    # The region error says "(or give usd_per_hour)": doing so must then work.
+    price = price_from_spec(
+        {"provider": "aws", "instance": "m5.xlarge", "region": "eu-west-1", "usd_per_hour": 0.214}
+    )
+    assert (price.usd_per_hour, price.vcpus, price.region) == (0.214, 4, "eu-west-1")
+    assert price.rule.minimum_s == 60.0
+    assert job_cost_usd(price, 30.0) == pytest.approx(0.214 / 60)
+
+
 # --- the shipped sheet -------------------------------------------------------------------------
 
 
