@@ -242,6 +242,18 @@ def billed_so_far(
     return None
 
 
+def live_bill_usd(
+    store: Store, run_id: str, price: Price, since: float, now: float, data_usd: float = 0.0
+) -> float:
+    """What the live exporter shows as the bill so far: a cluster's (`billed_so_far`), or the
+    one instance's since `since` by the provider's rule, as OC bills it (a minimum charge is
+    owed from the start)."""
+    from basht.energy.pricing import job_cost_usd
+
+    bill = billed_so_far(store, run_id, price, since, now, data_usd)
+    return job_cost_usd(price, max(0.0, now - since)) if bill is None else bill
+
+
 def cost_so_far_usd(store: Store, run_id: str, experiment: Experiment, now: float) -> float:
     """OC as if the job were undeployed at `now`, every attempt so far included: what a cost
     budget is held to. One instance is billed from each attempt's deploy start (the running

@@ -317,6 +317,17 @@ def test_the_bill_so_far_counts_a_running_clusters_instances_or_nodes(store):
     )
 
 
+def test_the_live_bill_of_one_instance_follows_the_providers_rule(store):
+    """As OC bills it: AWS's 60 s minimum is owed from the start, then each second."""
+    from basht.energy.pricing import AWS_LINUX
+    from basht.metrics import live_bill_usd
+
+    s, run_id = store
+    price = Price(usd_per_hour=3.6, vcpus=4, rule=AWS_LINUX)  # 0.001 USD a second
+    assert live_bill_usd(s, run_id, price, since=100.0, now=105.0) == pytest.approx(0.060)
+    assert live_bill_usd(s, run_id, price, since=100.0, now=190.0) == pytest.approx(0.090)
+
+
 def test_the_live_cost_is_the_bill_so_far_and_falls_back_to_time_x_price():
     from basht.report.exporter import _MonitorCollector
 

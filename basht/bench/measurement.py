@@ -10,7 +10,7 @@ from basht.energy.monitor import UNMEASURED, Account, AccountKey, EnergyMonitor,
 from basht.energy.node import open_node_sources, slot_devices
 from basht.errors import ExperimentError
 from basht.experiment import Experiment
-from basht.metrics import billed_so_far, billing_price
+from basht.metrics import billing_price, live_bill_usd
 from basht.store import Store
 
 log = logging.getLogger(__name__)
@@ -90,8 +90,8 @@ def start_exporter(ctx: Any, port: int) -> Any:
     price, data_usd = billing_price(ctx.experiment)
     started = time.time()
 
-    def billed(now: float) -> float | None:
-        return billed_so_far(ctx.store, ctx.run_id, price, started, now, data_usd)
+    def billed(now: float) -> float:
+        return live_bill_usd(ctx.store, ctx.run_id, price, started, now, data_usd)
 
     try:
         exporter = LiveExporter(
