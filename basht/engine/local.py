@@ -6,6 +6,7 @@ import contextlib
 import logging
 import multiprocessing as mp
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -61,6 +62,16 @@ def _device_share(workers: int, devices: int, min_share: float | None) -> float:
             f"engine.min_width: {workers} workers x {share:g} GPU do not fit on {devices} devices"
         )
     return share
+
+
+def _exit_reason(code: int | None) -> str:
+    """How a process ended, in words: a negative exit code is the signal that ended it."""
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
 
 
 @dataclass
@@ -357,27 +368,42 @@ class LocalExecutor:
             self._loads[task.trial_id].width = width
             task = replace(task, threads=width)
         slot.trial_id, slot.task = task.trial_id, task
-        slot.conn.send(("run", task))
+        self._send(slot, ("run", task))  # a worker that died idle fails the trial at `poll`
         return slot.index
 
     def command(self, trial_id: int, command: str, path: str | None = None) -> None:
-        """Answer a trial's report: continue, stop, pause (checkpoint to `path`) or complete."""
+        """Answer a trial's report: continue, stop, pause (checkpoint to `path`) or complete.
+
+        A trial whose worker died after it reported is not answered: `poll` fails it (it may
+        already have, in the same batch of events as the report).
+        """
+        slot = next((s for s in self._slots if s.trial_id == trial_id), None)
+        if slot is None:
+            return
         load = self._loads.get(trial_id)
         if command == CONTINUE and load is not None and self.devices:
             placement = self._placements.get(trial_id)
             if placement is not None and placement != load.placement:
                 load.width, load.placement = placement.width, placement
                 change = (self._names(placement), placement.share)
-                slot = self._slot_of(trial_id)
-                slot.conn.send((command, path, change))
-                self._tell_placement(slot.index, placement)
+                if self._send(slot, (command, path, change)):
+                    self._tell_placement(slot.index, placement)
                 return
         planned = self._planned.get(trial_id)
         if command == CONTINUE and load is not None and planned and planned != load.width:
             load.width = planned
-            self._slot_of(trial_id).conn.send((command, path, int(planned)))
+            self._send(slot, (command, path, int(planned)))
             return
-        self._slot_of(trial_id).conn.send((command, path))
+        self._send(slot, (command, path))
+
+    @staticmethod
+    def _send(slot: _Slot, message: tuple[Any, ...]) -> bool:
+        """Send to a worker; False if it has died (its pipe is broken), which `poll` reports."""
+        try:
+            slot.conn.send(message)
+        except OSError:
+            return False
+        return True
 
     def _names(self, placement: Placement) -> tuple[str, ...]:
         return tuple(self.devices[d] for d in placement.devices)
@@ -479,7 +505,10 @@ class LocalExecutor:
 
     def _replace_dead(self, slot: _Slot) -> list[TrialEvent]:
         """A worker died (killed, out of memory, a crash in native code): fail its trial, respawn."""
-        code = slot.process.exitcode
+        # Its sentinel can be ready a moment before the process can be reaped: wait for that, or
+        # the exit code reads None.
+        slot.process.join(5.0)
+        how = _exit_reason(slot.process.exitcode)
         events = []
         if slot.trial_id is not None:
             events.append(
@@ -488,10 +517,10 @@ class LocalExecutor:
                     slot.trial_id,
                     slot.index,
                     at=time.time(),
-                    error=f"worker process {slot.process.pid} died (exit code {code})",
+                    error=f"worker process {slot.process.pid} died ({how})",
                 )
             )
-        log.warning("worker %d died with exit code %s; starting a new one", slot.index, code)
+        log.warning("worker %d died (%s); starting a new one", slot.index, how)
         slot.conn.close()
         fresh = self._spawn(slot.index)
         self._await_ready(fresh)
@@ -516,5 +545,5 @@ class LocalExecutor:
         if self.devices and not task.devices:  # nothing else runs now: a whole device
             task = replace(task, devices=(self.devices[0],), device_share=1.0)
         slot.trial_id = task.trial_id
-        slot.conn.send(("test", task, budget))
+        self._send(slot, ("test", task, budget))
         return await_test(self.poll, task.trial_id, timeout_s)

@@ -107,6 +107,13 @@ def resize(workload: Any, threads: int) -> None:
         limit_threads(threads)
 
 
+def _hold(threads: int) -> None:
+    """Start a trial at its own width: the process's thread pools may still hold the width an
+    earlier trial was resized to (Fluid), which this trial's plan did not count on."""
+    if os.environ.get("OMP_NUM_THREADS") != str(threads):
+        limit_threads(threads)
+
+
 def _reason(err: BaseException) -> str:
     where = traceback.extract_tb(err.__traceback__)[-1] if err.__traceback__ else None
     place = f" ({Path(where.filename).name}:{where.lineno})" if where else ""
@@ -171,6 +178,7 @@ class _Worker:
         # began: a failure's unfinished segment counts in the trial's time (Table 2's d_i).
         self._segment = ("load_s", time.perf_counter())
         try:
+            _hold(task.threads or self.threads)
             factory = resolve_workload(task.workload.name)
             if is_function_workload(factory):
                 self._run_function(factory, task)
@@ -264,10 +272,15 @@ class _FunctionReporter:
         self.budget = task.target_budget
         self.epoch = task.start_epoch
         self.outcome = "completed"
+        self._ended = False  # the tuner ended the trial at a report
         self._last = time.perf_counter()
         worker._segment = ("train_s", self._last)  # a function's time is all training
 
     def report(self, step: int, **metrics: float) -> None:
+        if self._ended:
+            # The function caught StopTrial and went on: the trial ended where it was told to,
+            # and the tuner hears nothing of the steps it takes after.
+            raise StopTrial(self.outcome)
         now = time.perf_counter()
         self.epoch = int(step)
         self.worker._send(
@@ -277,13 +290,16 @@ class _FunctionReporter:
             metrics=_floats(metrics),
             train_s=now - self._last,
         )
-        command, *_ = self.worker.conn.recv()
+        command, _, *rest = self.worker.conn.recv()
         self._last = time.perf_counter()
         self.worker._segment = ("train_s", self._last)
         if command == CONTINUE:
+            if rest and isinstance(rest[0], int) and rest[0]:
+                limit_threads(rest[0])  # Fluid: a new thread count from the next step on
             return
         # A function cannot be checkpointed: a paused one starts again from scratch if resumed.
         self.outcome = {COMPLETE: "completed", PAUSE: "paused"}.get(command, "stopped")
+        self._ended = True
         raise StopTrial(self.outcome)
 
 

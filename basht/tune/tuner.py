@@ -447,6 +447,10 @@ class Tuner:
             log.warning("trial %d failed: %s", event.trial_id, error)
             if self._logging and (event.load_s or event.train_s):  # the segment that failed
                 self.store.add_trial_time(trial.row_id, load_s=event.load_s, train_s=event.train_s)
+            elif self._logging and event.kind == "failed" and trial.segment is not None:
+                # Its worker died in it and cannot say: timed on this clock, as when aborted.
+                kind, since = trial.segment
+                self.store.add_trial_time(trial.row_id, **{kind: max(0.0, self.clock() - since)})
         if self._deferred and trial_id in self._deferred:
             self._deferred.discard(trial_id)
             if state == "paused":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -93,6 +94,36 @@ def test_a_killed_worker_fails_its_trial_and_is_replaced(executor):
     while failed is None and time.monotonic() < deadline:
         failed = next((e for e in executor.poll(1.0) if e.kind == "failed"), None)
     assert failed is not None and "died" in failed.error
+    assert "killed by SIGKILL" in failed.error  # not "exit code None": it is reaped first
+    assert executor.idle_workers == 2
+    _train(executor, TrialTask(2, {"x": 0.0}, WorkloadRef("sleep"), seed=0), 1, COMPLETE)
+
+
+@pytest.mark.parametrize("report", ["read", "unread"])
+def test_a_worker_that_dies_after_its_report_fails_its_trial_only(executor, report):
+    """The driver may read a report, or see it with the worker's death in one poll, before it
+    answers: the answer goes nowhere, and the trial fails as its worker died."""
+    ref = WorkloadRef("sleep", {"epoch_s": 0.5})
+    executor.submit(TrialTask(1, {"x": 0.0}, ref, seed=0))
+    slot = next(s for s in executor._slots if s.trial_id == 1)
+    events = []
+    while not any(e.kind == "loaded" for e in events):
+        events += executor.poll(1.0)
+    if report == "read":
+        while not any(e.kind == "report" for e in events):
+            events += executor.poll(1.0)
+    else:
+        assert any(e.kind == "report" for e in events) or slot.conn.poll(30)
+    os.kill(slot.process.pid, signal.SIGKILL)
+    slot.process.join(30)
+    deadline = time.monotonic() + 30
+    while not any(e.kind == "report" for e in events) and time.monotonic() < deadline:
+        events += executor.poll(1.0)
+    executor.command(1, CONTINUE)  # answers a trial whose worker is gone
+    while not any(e.kind == "failed" for e in events) and time.monotonic() < deadline:
+        events += executor.poll(1.0)
+    (failed,) = [e for e in events if e.kind == "failed"]
+    assert failed.trial_id == 1 and "died" in failed.error
     assert executor.idle_workers == 2
     _train(executor, TrialTask(2, {"x": 0.0}, WorkloadRef("sleep"), seed=0), 1, COMPLETE)
 
@@ -109,3 +140,64 @@ def test_workers_are_held_to_their_thread_count():
     assert report.metrics["torch_threads"] == 2
     assert report.metrics["omp_env"] == 2
     assert report.metrics["max_pool_threads"] <= 2
+
+
+class KillsItsWorker:
+    """Epoch 1 takes `epoch_s`; epoch 2 takes half of it, then its worker process is killed."""
+
+    def __init__(self, seed: int = 0, epoch_s: float = 0.2):
+        self.epoch_s, self.epoch = epoch_s, 0
+
+    def load(self, config, resources) -> None:
+        pass
+
+    def train(self, epochs: int) -> None:
+        self.epoch += epochs
+        if self.epoch == 2:
+            time.sleep(self.epoch_s / 2)
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(self.epoch_s)
+
+    def validate(self) -> dict[str, float]:
+        return {"accuracy": float(self.epoch)}
+
+    def test(self) -> dict[str, float]:
+        return {"accuracy": float(self.epoch)}
+
+
+def test_a_trial_whose_worker_dies_counts_the_segment_it_died_in(spec, tmp_path):
+    """Table 2's d_i: the epoch a killed worker was in held that worker too."""
+    from basht.bench import run_benchmark
+    from basht.experiment import Experiment
+    from basht.store import Store
+
+    spec["workload"] = {
+        "name": "tests.engine.test_local:KillsItsWorker",
+        "params": {"epoch_s": 0.2},
+    }
+    spec["space"] = {"x": {"type": "float", "low": 0.1, "high": 1.0}}
+    spec["search"].update(max_trials=1, max_budget=3)
+    spec["resources"] = {"workers": 1}
+    result = run_benchmark(Experiment.from_dict(spec), results_root=tmp_path / "results")
+    (trial,) = Store(spec["store"]).trials(result.run_id)
+    assert trial.state == "failed" and "killed by SIGKILL" in trial.error
+    assert trial.train_s >= 0.3  # epoch 1 (0.2 s), reported, then half of epoch 2
+
+
+def swallows_stop(config, trial) -> None:
+    """A plain function that catches everything its reports raise, StopTrial too."""
+    for step in range(1, trial.budget + 1):
+        with contextlib.suppress(Exception):
+            trial.report(step, accuracy=float(step))
+
+
+def test_a_function_that_catches_stop_trial_reports_no_more(executor):
+    ref = WorkloadRef("tests.engine.test_local:swallows_stop")
+    executor.submit(TrialTask(1, {}, ref, seed=0, target_budget=4))
+    _next(executor, "report", 1)
+    executor.command(1, STOP)
+    events = []
+    deadline = time.monotonic() + 30
+    while not any(e.kind == "stopped" for e in events) and time.monotonic() < deadline:
+        events += [e for e in executor.poll(1.0) if e.kind != "loaded"]
+    assert [(e.kind, e.epoch) for e in events] == [("stopped", 1)]
