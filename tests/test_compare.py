@@ -379,3 +379,16 @@ def test_files_that_cannot_be_compared_are_refused_before_anything_runs(spec, tm
     with pytest.raises(BashtError, match="^gpu: resources.accelerator: gpu runs with system: nat"):
         run_comparison([one, gpu], ["native", "optuna"], results_root=tmp_path)
     assert not list(tmp_path.iterdir())
+
+
+def test_a_file_one_of_the_systems_cannot_run_is_refused_before_anything_runs(
+    spec, write_spec, tmp_path
+):
+    """The file is checked as each compared system would run it: a TPE search has no Ray Tune
+    counterpart, so comparing it on raytune is refused before native or Optuna run it."""
+    spec["search"]["sampler"] = "tpe"
+    proc = basht("compare", str(write_spec(spec)), "--systems", "native,raytune", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "search.sampler: tpe runs with system native or optuna, not raytune" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert not (tmp_path / "results").exists() and not (tmp_path / "basht.db").exists()

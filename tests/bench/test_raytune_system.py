@@ -122,3 +122,20 @@ def test_hyperband_pauses_and_resumes_through_all_seven_phases(spec, tmp_path):
     children_after = {p.pid for p in psutil.Process().children(recursive=True)}
     assert not (children_after - children_before)
     assert "TMPDIR" not in os.environ or os.environ["TMPDIR"] != str(watch.temp_dir)
+
+
+def test_a_plain_function_trial_that_reaches_its_budget_under_asha_completes(spec, tmp_path):
+    """ASHA ends a trial on its result at max_t; the function says it completes before that
+    result, so the trial is recorded completed, not stopped (as a class trainable's is)."""
+    spec["system"] = "raytune"
+    spec["workload"] = {"name": "tests.user_workloads:objective"}
+    spec["space"] = {"x": {"type": "float", "low": 0.1, "high": 1.0}}
+    spec["search"].update(pruner="asha", min_budget=1, max_budget=3, eta=3, max_trials=4)
+    spec["resources"] = {"workers": 1}
+    result = run_benchmark(Experiment.from_dict(spec), results_root=tmp_path / "results")
+    assert result.status == "completed", result.summary.get("error")
+    trials = Store(spec["store"]).trials(result.run_id)
+    assert any(t.budget == 3 for t in trials)  # the first trial of a rung always goes on
+    for t in trials:
+        assert t.state == ("completed" if t.budget == 3 else "stopped"), (t.number, t.budget)
+    assert result.best_value == max(t.value for t in trials if t.budget == 3)

@@ -143,6 +143,8 @@ def _check_together(
             limit = peer_limit(exp, system)
             if limit is not None:
                 raise BashtError(where + ": ".join(limit))
+            if system != exp.system:  # the file was checked as its own system, not this one
+                Experiment.from_dict({**exp.to_dict(), "system": system}, exp.source)
             if len(experiments) == 1:
                 column = system
             elif len(systems) == 1:

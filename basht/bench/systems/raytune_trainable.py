@@ -170,10 +170,12 @@ class _Reporter:
         if problem:
             raise ValueError(problem)
         self.epoch, self.value = int(step), values[self.plan.metric]
-        tune.report(_result(values, self.epoch, 0.0, now - self._last, 0.0))
         budget = self.plan.max_budget
-        if self.plan.is_target(self.value) or (budget is not None and self.epoch >= budget):
+        done = self.plan.is_target(self.value) or (budget is not None and self.epoch >= budget)
+        if done:  # said before the result: a scheduler ends the trial on it (ASHA at max_t)
             self.complete()
+        tune.report(_result(values, self.epoch, 0.0, now - self._last, 0.0))
+        if done:
             raise StopTrial("completed")
         self._last = time.perf_counter()
 

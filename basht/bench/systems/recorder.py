@@ -117,6 +117,11 @@ class TrialRecorder:
     def start(self, message: Started) -> Assigned:
         with self._lock:
             number = self._numbers.get(message.key)
+            if number is not None and self._trials[number].state in FINAL_STATES:
+                # A process the framework started for this trial but then ran it on another
+                # (Ray reuses an actor while a new one is still starting) announces it late: the
+                # trial has ended and never runs again, so its record and slot stay as they are.
+                return Assigned(number, trial_seed(self.seed, number))
             slot = self._take_slot(message.slot, message.pid)
             if number is None:
                 number = message.number if message.number is not None else self._next
