@@ -619,9 +619,10 @@ def _interrupted(run: RunInterrupted | None) -> NoReturn:
     """Ctrl-C: say which run keeps its trials and how to go on with it."""
     if run is not None:
         store = "" if run.store == "sqlite:///basht.db" else f" --store {run.store}"
-        message = (
-            f"interrupted: run {run.run_id} keeps its finished trials; continue it with "
-            f"`basht resume {run.run_id}{store}`"
+        message = f"interrupted: run {run.run_id} keeps its finished trials; " + (
+            f"continue it with `basht resume {run.run_id}{store}`"
+            if run.system == "native"
+            else f"`basht resume` continues native runs only, so run the {run.system} file again"
         )
     else:
         message = "interrupted: finished trials are kept in the store"

@@ -26,6 +26,6 @@ class TrialError(BashtError):
 class RunInterrupted(KeyboardInterrupt):
     """Ctrl-C during a run: the run is stored as interrupted, its finished trials kept."""
 
-    def __init__(self, run_id: str, store: str):
+    def __init__(self, run_id: str, store: str, system: str = "native"):
         super().__init__(run_id)
-        self.run_id, self.store = run_id, store
+        self.run_id, self.store, self.system = run_id, store, system

@@ -155,6 +155,29 @@ def test_sigint_keeps_every_finished_trial_and_leaves_a_consistent_store(spec, t
     assert not alive, "worker processes outlived the run"
 
 
+def test_sigint_on_a_peer_says_to_run_the_file_again_not_to_resume(spec, tmp_path):
+    """`basht resume` continues native runs only: a peer's interrupted run does not point to it."""
+    spec["system"] = "optuna"
+    spec["workload"]["params"] = {"epoch_s": 0.1}
+    spec["search"].update(max_budget=3, max_trials=200)
+    path = tmp_path / "peer.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    proc = run_in_background(path, tmp_path)
+    wait_for_trials(
+        spec["store"],
+        tmp_path / "basht.db",
+        lambda store, run: store.trial_counts(run.id).get("completed", 0) >= 1,
+    )
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    (run,) = Store(spec["store"]).list_runs()
+    assert err.strip().splitlines()[-1] == (
+        f"interrupted: run {run.id} keeps its finished trials; `basht resume` continues native "
+        "runs only, so run the optuna file again"
+    )
+
+
 def test_a_results_folder_that_cannot_be_made_is_one_line_and_the_run_is_failed(
     spec, write_spec, tmp_path
 ):

@@ -198,7 +198,7 @@ def _execute(
         status = "completed"
     except KeyboardInterrupt:
         status, error = "interrupted", "interrupted by the user (SIGINT)"
-        raise RunInterrupted(run_id, store.url) from None
+        raise RunInterrupted(run_id, store.url, ctx.experiment.system) from None
     except BashtError as err:
         error = str(err)
         raise
