@@ -63,6 +63,22 @@ class Watch:
             self.node_addresses = [node["NodeManagerAddress"] for node in ray.nodes()]
 
 
+def _tune_draws(exp: Experiment, count: int) -> list[dict[str, Any]]:
+    """The first configurations Tune's generator draws for `exp`, in order, as Basht's."""
+    from ray import tune
+    from ray.tune.search import BasicVariantGenerator
+
+    from basht.bench.systems import raytune_map as tm
+
+    space, samples = tm.param_space(exp)
+    tune.register_trainable("draws", lambda config: None)
+    generator = BasicVariantGenerator(random_state=exp.seed)
+    generator.add_configurations(
+        {"draws": {"run": "draws", "config": space, "num_samples": samples}}
+    )
+    return [tm.basht_config(generator.next_trial().config) for _ in range(count)]
+
+
 def test_hyperband_pauses_and_resumes_through_all_seven_phases(spec, tmp_path):
     spec["system"] = "raytune"
     spec["workload"]["params"] = {"epoch_s": 0.02}
@@ -82,6 +98,9 @@ def test_hyperband_pauses_and_resumes_through_all_seven_phases(spec, tmp_path):
 
     trials = store.trials(result.run_id)
     assert [t.number for t in trials] == list(range(6))
+    # Numbered in the order Tune's seeded generator drew the configurations, not the order two
+    # actors announced them: the same file gives each configuration the same number and seed.
+    assert [t.config for t in trials] == _tune_draws(Experiment.from_dict(spec), 6)
     assert {t.state for t in trials} <= {"completed", "stopped"}
     assert any(t.state == "completed" and t.budget == 3 for t in trials)
     reports = store.reports(result.run_id)
@@ -139,3 +158,11 @@ def test_a_plain_function_trial_that_reaches_its_budget_under_asha_completes(spe
     for t in trials:
         assert t.state == ("completed" if t.budget == 3 else "stopped"), (t.number, t.budget)
     assert result.best_value == max(t.value for t in trials if t.budget == 3)
+
+
+def test_a_trials_number_is_its_place_in_tunes_draws():
+    from basht.bench.systems.raytune_map import trial_number
+
+    assert trial_number("5a9f1_00000") == 0
+    assert trial_number("5a9f1_00042") == 42
+    assert trial_number("5a9f1e0c") is None  # another generator's ids: numbered as they come

@@ -16,7 +16,7 @@ from typing import Any
 from ray import tune
 
 from basht.bench.systems.messages import Loaded, Reported, Started
-from basht.bench.systems.raytune_map import basht_config
+from basht.bench.systems.raytune_map import basht_config, trial_number
 from basht.bench.systems.raytune_trainable import EPOCH, LOAD_S, METRICS, TRAIN_S, VALIDATE_S
 from basht.bench.systems.recorder import TrialRecorder
 
@@ -92,7 +92,13 @@ class RecorderCallback(_UsesRecorder, tune.Callback):
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any):
         number = self.recorder.number_of(trial.trial_id)
         if number is None:  # it failed before it could announce itself (e.g. an import error)
-            started = Started(trial.trial_id, basht_config(trial.config), 0, time.time())
+            started = Started(
+                trial.trial_id,
+                basht_config(trial.config),
+                0,
+                time.time(),
+                trial_number(trial.trial_id),
+            )
             self.recorder.failed_before_start(started, error_of(trial))
         else:
             self.recorder.end(number, "failed", time.time(), error=error_of(trial))

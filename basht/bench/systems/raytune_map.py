@@ -64,6 +64,15 @@ def search_algorithm(experiment: Experiment) -> Any:
     return BasicVariantGenerator(random_state=experiment.seed)
 
 
+def trial_number(trial_id: str) -> int | None:
+    """A trial's number from Tune's id: BasicVariantGenerator names its trials `<tag>_00042`,
+    counting in the order it draws their configurations (seeded). Numbered so, not by the order
+    actors announce them, a configuration gets the same number, and so the same trial seed, in
+    every run of the file. None for an id of another form."""
+    _, _, count = trial_id.rpartition("_")
+    return int(count) if count.isdigit() else None
+
+
 def scheduler(experiment: Experiment) -> Any:
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, HyperBandScheduler
 

@@ -21,7 +21,7 @@ from ray import tune
 
 from basht.bench.systems.channel import TrialChannel
 from basht.bench.systems.messages import Completing, Started
-from basht.bench.systems.raytune_map import basht_config
+from basht.bench.systems.raytune_map import basht_config, trial_number
 from basht.bench.systems.trial import (
     EpochRunner,
     floats,
@@ -80,7 +80,7 @@ def _begin(plan: TrainPlan, key: str, config: dict[str, Any]) -> tuple[TrialChan
     if workload not in _prepared:
         prepare_workload(plan.workload)  # native does this in its setup phase, per worker
         _prepared.add(workload)
-    assigned = channel.request(Started(key, config, os.getpid(), time.time()))
+    assigned = channel.request(Started(key, config, os.getpid(), time.time(), trial_number(key)))
     return channel, assigned
 
 
