@@ -143,6 +143,14 @@ BAD = [
         "exp.yaml: engine.scheduler: fluid is Basht's engine; system: optuna places",
     ),
     (
+        "GPU shares that do not fit on the devices",
+        lambda s: (
+            s["resources"].update(accelerator="gpu", devices=["cuda:0"], workers=3)
+            or s.update(engine={"min_width": 0.5})
+        ),
+        "exp.yaml: engine.min_width: 3 workers x 0.5 GPU do not fit on 1 devices",
+    ),
+    (
         "a metric the workload does not report",
         lambda s: s["search"].update(metric="f1"),
         "exp.yaml: search.metric: sleep does not report 'f1' (it reports accuracy, loss)",

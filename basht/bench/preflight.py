@@ -162,13 +162,16 @@ def _check_metric(experiment: Experiment, factory: Any, where: str) -> None:
 
 
 def _check_devices(experiment: Experiment, where: str) -> None:
-    """A GPU run here needs the devices it names, or a CUDA device torch can see."""
+    """A GPU run here needs the devices it names, or a CUDA device torch can see, and room on
+    them for every worker's smallest share (`engine.min_width`)."""
     if experiment.resources.accelerator != "gpu" or experiment.executor != "local":
         return  # Ray places GPUs on its nodes
     from basht.bench.native import local_devices
+    from basht.engine.local import device_share
 
     try:
-        local_devices(experiment)
+        devices = local_devices(experiment)
+        device_share(experiment.resources.workers, len(devices), experiment.engine.min_width)
     except BashtError as err:
         raise ExperimentError(f"{where}: {_one_line(err)}") from None
 

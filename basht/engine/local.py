@@ -47,7 +47,7 @@ def refuse_in_a_starting_worker() -> None:
         frame = frame.f_back
 
 
-def _device_share(workers: int, devices: int, min_share: float | None) -> float:
+def device_share(workers: int, devices: int, min_share: float | None) -> float:
     """The smallest share of a device a trial gets: given, or an equal split of the devices."""
     if min_share is None:
         min_share = 1.0
@@ -139,7 +139,7 @@ class LocalExecutor:
         self.workers, self.threads, self.scheduler = workers, threads, scheduler
         self.devices = tuple(devices or ())
         if self.devices:
-            self.min_share = _device_share(workers, len(self.devices), min_share)
+            self.min_share = device_share(workers, len(self.devices), min_share)
             self.capacity: float = float(len(self.devices))
         else:
             self.min_share = 1.0
