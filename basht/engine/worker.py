@@ -63,8 +63,12 @@ def save_state(state: Any, path: str) -> None:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(target.suffix + ".tmp")
-    with open(tmp, "wb") as f:
-        pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
+    try:
+        with open(tmp, "wb") as f:
+            pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
+    except BaseException:  # a state that cannot be pickled, a full disk: leave nothing behind
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, target)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
 import time
 
 import pytest
@@ -201,3 +202,12 @@ def test_a_function_that_catches_stop_trial_reports_no_more(executor):
     while not any(e.kind == "stopped" for e in events) and time.monotonic() < deadline:
         events += [e for e in executor.poll(1.0) if e.kind != "loaded"]
     assert [(e.kind, e.epoch) for e in events] == [("stopped", 1)]
+
+
+def test_a_state_that_cannot_be_saved_leaves_no_partial_file(tmp_path):
+    from basht.engine.worker import save_state
+
+    target = tmp_path / "checkpoints" / "trial-000001-pause-e3.pkl"
+    with pytest.raises(Exception, match="pickle"):
+        save_state({"lock": threading.Lock()}, str(target))
+    assert list(target.parent.iterdir()) == []
