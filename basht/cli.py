@@ -95,6 +95,11 @@ def run(
         raise typer.Exit(1)
 
 
+def _say_path(line: str) -> None:
+    """A line that ends in a path to copy: whole, never wrapped (nor read as markup)."""
+    console.print(escape(line), soft_wrap=True, highlight=False)
+
+
 def _write_plots(store_url: str, run_id: str) -> None:
     """The run's plots beside its results.json, when matplotlib is there; never fails the run."""
     import importlib.util
@@ -173,7 +178,7 @@ def compare(
     stored = Store(experiments[0].store)
     console.print(compare_table(comparison, compare_rows(stored, comparison)))
     page = write_comparison_report(stored, comparison)
-    console.print(f"comparison {comparison.id}\nreport: {page}")
+    _say_path(f"comparison {comparison.id}\nreport: {page}")
     if any(r.status != "completed" for r in comparison.runs):
         raise typer.Exit(1)
 
@@ -282,7 +287,7 @@ def report(
     if as_html:
         from basht.report.html import write_run_report
 
-        console.print(f"report: {write_run_report(Store(store, create=False), run_id, out)}")
+        _say_path(f"report: {write_run_report(Store(store, create=False), run_id, out)}")
         return
     summary = build_summary(Store(store, create=False), run_id)
     if as_json:
@@ -577,7 +582,7 @@ def _report_comparison(
     # The comparison knows its store; an explicit --store (another copy of it) wins.
     stored = Store(comparison.store if store == "sqlite:///basht.db" else store, create=False)
     if as_html:
-        console.print(f"report: {write_comparison_report(stored, comparison, out)}")
+        _say_path(f"report: {write_comparison_report(stored, comparison, out)}")
         return
     rows = compare_rows(stored, comparison)
     if as_json:

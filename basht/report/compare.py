@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from basht.report.comparison import Comparison
 from basht.report.console import fmt
@@ -212,5 +213,6 @@ def compare_table(comparison: Comparison, rows: list[Row]) -> Table:
         if section is not None and row.section != section:
             table.add_section()
         section = row.section
-        table.add_row(row.label, *(row.cell(c) for c in comparison.columns))
+        # Text, not markup: a setting or a run's error may hold "[/x]".
+        table.add_row(Text(row.label), *(Text(row.cell(c)) for c in comparison.columns))
     return table

@@ -31,28 +31,29 @@ def result_tables(summary: dict[str, Any]) -> Group:
     head = Table(title=f"run {summary['run_id']}", show_header=False, title_justify="left")
     head.add_column(style="bold")
     head.add_column()
-    head.add_row(
-        "status", summary["status"] + (f" ({summary['error']})" if summary["error"] else "")
-    )
-    head.add_row("system", f"{summary['system']} / {summary['executor']}")
-    head.add_row("algorithm", _fmt(summary.get("algorithm")))
-    head.add_row("workload", describe_workload(summary.get("workload")))
-    head.add_row("search space pS", _fmt(summary.get("space_size")))
-    head.add_row("best trial", _fmt(best["trial"]))
-    head.add_row("best config", _fmt(best["config"]))
-    head.add_row(f"best validation {best['metric']} ({best['mode']})", _fmt(best["value"]))
+
+    def add(label: str, value: str | Text) -> None:
+        # Text, not markup: a config value, a metric's name or an error may hold "[/x]".
+        head.add_row(Text(label), value if isinstance(value, Text) else Text(value))
+
+    add("status", summary["status"] + (f" ({summary['error']})" if summary["error"] else ""))
+    add("system", f"{summary['system']} / {summary['executor']}")
+    add("algorithm", _fmt(summary.get("algorithm")))
+    add("workload", describe_workload(summary.get("workload")))
+    add("search space pS", _fmt(summary.get("space_size")))
+    add("best trial", _fmt(best["trial"]))
+    add("best config", _fmt(best["config"]))
+    add(f"best validation {best['metric']} ({best['mode']})", _fmt(best["value"]))
     for name, value in summary["test_metrics"].items():
-        head.add_row(f"test {name}", _fmt(value))
+        add(f"test {name}", _fmt(value))
     counts = summary["trial_counts"]
-    head.add_row(
-        "trials", ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "none"
-    )
+    add("trials", ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "none")
     if summary.get("stop_reason"):
-        head.add_row("search ended", summary["stop_reason"])
+        add("search ended", summary["stop_reason"])
     # Paths and URLs are there to be copied: folded onto the next line, never cut short.
-    head.add_row("results", Text(summary["results_dir"], overflow="fold"))
+    add("results", Text(summary["results_dir"], overflow="fold"))
     if live := (summary.get("measurement") or {}).get("prometheus"):
-        head.add_row("live metrics", Text(live, overflow="fold"))
+        add("live metrics", Text(live, overflow="fold"))
 
     phases = Table(title="phases", title_justify="left")
     phases.add_column("phase")

@@ -60,7 +60,8 @@ _CAPTIONS = {
     "best_so_far": "Best validation value reported so far, against seconds since the run phase "
     "began (one line per run).",
     "timeline": "Trials on their workers over time: white space is an idle worker; the colour is "
-    "the state the trial ended in (light blue: a segment that ended in a pause).",
+    "the state the trial ended in (light blue: a segment that ended in a pause; grey: one that "
+    "an interruption cut short, run again when the run was resumed).",
     "energy": "Energy attributed to each trial, by the state it ended in.",
     "phases": "Latency of each of the seven Basht phases.",
 }
@@ -139,7 +140,12 @@ def run_sections(summary: dict[str, Any], plots: dict[str, Path] | None) -> list
         head.append(("search ended", summary["stop_reason"]))
     if live := (summary.get("measurement") or {}).get("prometheus"):
         head.append(("live metrics", live))
-    phases = [(p["name"], f"{p['duration_s']:.3f}") for p in summary["phases"]]
+    # As on the console: a resumed run lists each attempt's phases, so say which were cut short.
+    aborted = any(p["aborted"] for p in summary["phases"])
+    phases = [
+        (p["name"], f"{p['duration_s']:.3f}", *(["aborted" if p["aborted"] else "done"] * aborted))
+        for p in summary["phases"]
+    ]
     metrics = [
         (name, fmt(m["value"]), m["unit"], m["source"] or "")
         for name, m in summary["metrics"].items()
@@ -148,7 +154,7 @@ def run_sections(summary: dict[str, Any], plots: dict[str, Path] | None) -> list
         "<h2>Result</h2>",
         _table(("", ""), head, numeric_from=2),
         "<h2>Phases</h2>",
-        _table(("phase", "duration (s)"), phases),
+        _table(("phase", "duration (s)", *["ended"] * aborted), phases),
         *_cluster_sections(summary),
         "<h2>Metrics</h2>",
         _table(("metric", "value", "unit", "source"), metrics, numeric_from=1),

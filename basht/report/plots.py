@@ -114,6 +114,9 @@ def best_so_far_plot(
             label=label,
             linewidth=1.8,
         )
+    if not any(c.points for c in curves):  # all failed, or interrupted before a first report
+        ax.text(0.5, 0.5, "no trial reported a value", ha="center", va="center",
+                transform=ax.transAxes, color="#555555")  # fmt: skip
     if target is not None:
         ax.axhline(target, color="black", linestyle="--", linewidth=1, label=f"target {target:g}")
     ax.set_xlim(left=0)  # the time before a first result counts too
@@ -178,6 +181,7 @@ def energy_plot(
         for _, state, joules in trials:
             totals[state] += joules
         ax.legend(handles, [f"{s} ({totals[s]:.3g} J in all)" for s in shown])
+    ax.set_ylim(bottom=0)  # no energy measured is a bar of 0, not an axis down to -0.05 J
     ax.set_xlabel("trial")
     ax.set_ylabel(f"energy (J, {source})")
     ax.set_title(title)

@@ -34,19 +34,28 @@ class LiveProgress:
         self._last = 0.0
         self._min_gap = 1.0 / refresh_per_s
         self._status: Any = None
+        self._line = Text("starting")
 
     def __enter__(self) -> LiveProgress:
         self.live.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if exc[0] is not None and self._status is None and self.phase == "deploy":
-            self.live.transient = True  # failed before anything happened: the error says it all
-        else:
-            self._render(force=True)
+        if exc[0] is not None and self._status is None:
+            # Ended before the search began: the phase lines and the error say it all.
+            self.live.transient = True
+            self.live.__exit__(*exc)
+            return
+        if exc[0] is not None and issubclass(exc[0], KeyboardInterrupt):
+            self.phase = "interrupted"  # not "done": the run did not finish
+        self._render(force=True)
+        if self.console.is_terminal:
+            self.live.__exit__(*exc)
+            return
+        # A file or a pipe gets the last line once, whole: rich would wrap it to the width.
+        self.live.transient = True
         self.live.__exit__(*exc)
-        if not self.console.is_terminal and not self.live.transient:
-            self.console.line()  # rich leaves the last line open when it cannot redraw it
+        self.console.print(self._line, soft_wrap=True)
 
     def on_phase(self, timing: Any) -> None:
         flag = " (aborted)" if timing.aborted else ""
@@ -78,9 +87,12 @@ class LiveProgress:
                 f"done {c['completed']}  running {c['running']}  paused {c['paused']}  "
                 f"stopped {c['stopped']}  failed {c['failed']}  "
             )
+            if c["aborted"]:  # Ctrl-C: the trials it cut short, so that the counts add up
+                text.append(f"aborted {c['aborted']}  ")
             best = "-" if s.best_value is None else f"{s.best_value:.4g} (trial {s.best_trial})"
             text.append(f"best {best}  ", style="green")
             text.append(f"elapsed {s.elapsed_s:6.1f} s")
+        self._line = text
         self.live.update(text)
 
 

@@ -5,12 +5,16 @@ resumed trial ran in several segments, which its pause checkpoints (epoch, time)
 reports (time, train and validate seconds) delimit. Segments whose worker the store does not keep
 (all but a trial's last) go on the first lane free over their span, so the picture shows the
 schedule and its idle gaps even where the worker of an earlier segment is not recorded.
+A trial that a resumed run's interruption cut short ran again in the next attempt: the
+time between the attempts is idle, not the trial's.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from basht.store import Store
 
@@ -24,7 +28,9 @@ class Segment:
     lane: int
     start_s: float  # since the run phase began
     end_s: float
-    state: str  # the trial's final state, or "paused" for a segment that ended in a pause
+    # The trial's final state; "paused" for a segment that ended in a pause, "aborted" for one
+    # that an interruption cut short and the resumed run ran again.
+    state: str
 
 
 def segments(store: Store, run_id: str, lanes: int) -> list[Segment]:
@@ -34,6 +40,9 @@ def segments(store: Store, run_id: str, lanes: int) -> list[Segment]:
     origin = run_start(store, run_id)
     if origin is None:
         return []
+    attempts = sorted((p.start, p.end) for p in store.phases(run_id) if p.name == "run")
+    # A resumed run was down between its attempts: (when one stopped, when the next began).
+    downtimes = [(a[1], b[0]) for a, b in zip(attempts, attempts[1:], strict=False)]
     reports = defaultdict(list)
     for r in store.reports(run_id):
         reports[r.trial_id].append(r)
@@ -48,16 +57,40 @@ def segments(store: Store, run_id: str, lanes: int) -> list[Segment]:
         end = trial.ended_at or (own[-1].at if own else trial.started_at)
         load_share = trial.load_s / (len(pauses) + 1)
         start = trial.started_at
+        pieces = []
         for pause in pauses:
             later = [r for r in own if r.epoch > pause.epoch and r.at > pause.at]
             if not later:  # never resumed: its last segment ended in this pause
                 end = pause.at
                 break
-            raw.append((trial.number, None, start, pause.at, "paused"))
+            pieces.append((trial.number, None, start, pause.at, "paused"))
             first = later[0]
             start = first.at - first.train_s - first.validate_s - load_share
-        raw.append((trial.number, trial.worker, start, max(end, start), trial.state))
+        pieces.append((trial.number, trial.worker, start, max(end, start), trial.state))
+        for piece in pieces:
+            raw += _split_at_downtimes(piece, downtimes, own, load_share)
     return _place([(n, w, s - origin, e - origin, st) for n, w, s, e, st in raw], max(1, lanes))
+
+
+def _split_at_downtimes(
+    piece: tuple[int, int | None, float, float, str],
+    downtimes: list[tuple[float, float]],
+    reports: Sequence[Any],
+    load_share: float,
+) -> list[tuple[int, int | None, float, float, str]]:
+    """A segment that spans a resumed run's downtime was aborted when the run stopped and run
+    again in the next attempt: two segments, not one that held its worker while nothing ran."""
+    number, worker, start, end, state = piece
+    out: list[tuple[int, int | None, float, float, str]] = []
+    for stopped, restarted in downtimes:
+        if start < stopped and end > restarted:
+            out.append((number, None, start, stopped, "aborted"))
+            later = [r for r in reports if r.at > restarted]
+            first = later[0] if later else None
+            again = first.at - first.train_s - first.validate_s - load_share if first else 0.0
+            start = max(restarted, again)
+    out.append((number, worker, start, end, state))
+    return out
 
 
 def _place(raw: list[tuple[int, int | None, float, float, str]], lanes: int) -> list[Segment]:
