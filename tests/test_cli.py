@@ -144,6 +144,9 @@ def test_sigint_keeps_every_finished_trial_and_leaves_a_consistent_store(spec, t
         assert t.train_s > sum(r.train_s for r in reported) or (not reported and t.load_s > 0)
     phases = store.phases(run.id)
     assert phases[-1].name == "undeploy" and any(p.name == "run" and p.aborted for p in phases)
+    # The best trial it had found is kept, as the live line showed it.
+    best = max(completed, key=lambda t: t.value)
+    assert (run.best_trial, run.best_value) == (best.number, best.value)
     # What it used until the interruption is measured all the same; JCT ends at a test it never ran.
     metrics = {m.name: m for m in store.metrics(run.id)}
     assert metrics["energy_total"].value > 0 and "JCT" not in metrics

@@ -222,6 +222,7 @@ def _execute(
                 _bill_to_undeploy(store, run_id, ctx.experiment, metric_rows)
             elif sut is not None:  # failed or interrupted: what it used until then still counts
                 _metrics_so_far(store, run_id, ctx.experiment)
+                _best_so_far(ctx)
             store.finish_run(run_id, status, error)
             summary = build_summary(store, run_id)
             try:
@@ -258,6 +259,24 @@ def _metrics_so_far(store: Store, run_id: str, experiment: Experiment) -> None:
         log.error("metrics of the run so far not computed: %s", err)
         return
     store.replace_metrics(run_id, [(m.name, m.value, m.unit, m.source) for m in metrics])
+
+
+def _best_so_far(ctx: RunContext) -> None:
+    """The best trial of a run that ended before collect_results (Ctrl-C, a failure), so its
+    report shows what the search had found, as the live line did; a resumed run replaces it."""
+    from basht.bench.native import best_trial_from_store
+
+    if ctx.store.get_run(ctx.run_id).best_trial is not None:
+        return  # collect_results ran: the failure came later (the test, say)
+    try:
+        best = best_trial_from_store(ctx)
+    except Exception as err:  # the run's own error is the one to report
+        log.error("best trial of the run so far not recorded: %s", err)
+        return
+    if best.trial_id is not None:
+        ctx.store.update_run(
+            ctx.run_id, best_trial=best.trial_id, best_value=best.value, best_config=best.config
+        )
 
 
 def _about(experiment: Experiment, workload: Any) -> dict[str, Any] | None:
