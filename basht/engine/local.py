@@ -11,7 +11,9 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
 from typing import Any
 
 from basht.engine.devices import Placement, check_share, gpu_widths, place
@@ -45,6 +47,23 @@ def refuse_in_a_starting_worker() -> None:
             print(f"basht: a worker exits: {_SCRIPT_RAN_AGAIN}", file=sys.stderr)
             raise SystemExit(SCRIPT_RAN_AGAIN_EXIT)
         frame = frame.f_back
+
+
+def start_leaving_ctrl_c(process: BaseProcess) -> None:
+    """Start a worker process that leaves Ctrl-C to its driver from its first instruction.
+
+    Ctrl-C reaches the whole process group, and a worker still importing would die of it with a
+    traceback. Blocked while it starts, SIGINT is blocked in the child (the mask survives fork
+    and exec), and a pending one reaches the driver when it unblocks: nothing is lost. The
+    driver shuts its workers down itself. Starting multiprocessing's resource tracker unblocks
+    SIGINT, so it is started first.
+    """
+    resource_tracker.ensure_running()
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        process.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 def device_share(workers: int, devices: int, min_share: float | None) -> float:
@@ -187,7 +206,7 @@ class LocalExecutor:
                 daemon=True,
                 name=f"basht-worker-{index}",
             )
-            process.start()
+            start_leaving_ctrl_c(process)
         finally:
             for key, value in saved.items():
                 if value is None:

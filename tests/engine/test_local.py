@@ -211,3 +211,21 @@ def test_a_state_that_cannot_be_saved_leaves_no_partial_file(tmp_path):
     with pytest.raises(Exception, match="pickle"):
         save_state({"lock": threading.Lock()}, str(target))
     assert list(target.parent.iterdir()) == []
+
+
+def test_a_starting_worker_leaves_ctrl_c_to_the_driver(capfd):
+    """Ctrl-C reaches the whole process group, workers still importing included: they must not
+    die of it (with a KeyboardInterrupt traceback each); the driver shuts them down."""
+    executor = LocalExecutor(1, 1)
+    slot = executor._spawn(0)
+    try:
+        for _ in range(20):  # while it imports, before it can set up its own handling
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(slot.process.pid, signal.SIGINT)
+            time.sleep(0.02)
+        executor._await_ready(slot)
+        assert slot.process.is_alive()
+    finally:
+        executor._slots = [slot]
+        executor.shutdown()
+    assert "KeyboardInterrupt" not in capfd.readouterr().err

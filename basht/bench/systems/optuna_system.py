@@ -24,6 +24,7 @@ from basht.bench.systems.channel import answer
 from basht.bench.systems.optuna_worker import OptimizePlan, Shared, open_storage, worker_main
 from basht.bench.systems.peer import check_peer_experiment, require
 from basht.bench.systems.recorder import TrialRecorder
+from basht.engine.local import start_leaving_ctrl_c
 from basht.errors import BashtError
 from basht.store.repository import resolve_url
 from basht.tune import trial_seed
@@ -92,7 +93,7 @@ class OptunaSystem:
                 name=f"basht-optuna-{index}",
                 daemon=True,
             )
-            process.start()
+            start_leaving_ctrl_c(process)
             child.close()
             self.workers.append(_Worker(index, process, parent))
         for worker in self.workers:
