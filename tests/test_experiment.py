@@ -143,6 +143,15 @@ BAD = [
         "exp.yaml: engine.scheduler: fluid is Basht's engine; system: optuna places",
     ),
     (
+        "unbounded ASHA for a plain function",
+        lambda s: (
+            s["workload"].update(name="tests.user_workloads:objective", params={})
+            or s["search"].update(pruner="asha", max_budget=None, time_budget_s=10)
+        ),
+        "exp.yaml: search.max_budget: null (unbounded) needs a workload that checkpoints; "
+        "tests.user_workloads:objective is a plain function",
+    ),
+    (
         "GPU shares that do not fit on the devices",
         lambda s: (
             s["resources"].update(accelerator="gpu", devices=["cuda:0"], workers=3)

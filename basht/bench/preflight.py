@@ -49,6 +49,7 @@ def preflight(experiment: Experiment, source: str | None = None) -> Any:
     factory, workload = _check_workload(experiment, where)
     _check_space(experiment, factory, where)
     _check_metric(experiment, factory, where)
+    _check_unbounded(experiment, factory, where)
     _check_devices(experiment, where)
     _check_energy(experiment, where)
     _check_carbon(experiment, where)
@@ -158,6 +159,19 @@ def _check_metric(experiment: Experiment, factory: Any, where: str) -> None:
         raise ExperimentError(
             f"{where}: search.metric: {experiment.workload.name} does not report {metric!r} "
             f"(it reports {', '.join(reported)})"
+        )
+
+
+def _check_unbounded(experiment: Experiment, factory: Any, where: str) -> None:
+    """Unbounded ASHA needs trials that pause at rungs: a plain function cannot checkpoint, so
+    it gets the stopping variant, which runs each trial to a top rung there would not be."""
+    if experiment.system != "native" or experiment.search.max_budget is not None:
+        return
+    if is_function_workload(factory):
+        raise ExperimentError(
+            f"{where}: search.max_budget: null (unbounded) needs a workload that checkpoints; "
+            f"{experiment.workload.name} is a plain function, stopped rather than paused at "
+            "rungs: give a max_budget"
         )
 
 

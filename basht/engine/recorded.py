@@ -213,15 +213,38 @@ class RecordedCurves:
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise BashtError(f"{path} is not a recorded-curves file (format {FORMAT!r})")
         try:
-            return cls(
-                metric=data["metric"],
-                mode=data["mode"],
-                configs=data["configs"],
-                values=data["values"],
-                seconds=data["seconds"],
-                load_s=float(data.get("load_s", 0.0)),
-                source=data.get("source", {}),
-                seed=seed,
-            )
+            table = {key: data[key] for key in ("metric", "mode", "configs", "values", "seconds")}
         except KeyError as err:
             raise BashtError(f"{path}: recorded curves miss the key {err.args[0]!r}") from err
+        try:
+            _check_table(table)
+        except ValueError as err:
+            raise BashtError(f"{path}: recorded curves: {err}") from None
+        return cls(
+            **table,
+            load_s=float(data.get("load_s", 0.0)),
+            source=data.get("source", {}),
+            seed=seed,
+        )
+
+
+def _check_table(data: dict[str, Any]) -> None:
+    """A file made or edited by hand fails here in one line, not deep in a simulation."""
+    configs = data["configs"]
+    if not isinstance(configs, list) or not all(isinstance(c, dict) for c in configs):
+        raise ValueError("configs must be a list of objects")
+    for name in ("values", "seconds"):
+        rows = data[name]
+        if not isinstance(rows, list) or not all(isinstance(row, list) for row in rows):
+            raise ValueError(
+                f"{name} must be a list of rows, one list of numbers per configuration"
+            )
+        for i, row in enumerate(rows):
+            for v in row:
+                # bool is an int to Python, not a measurement; NaN and negative seconds break
+                # the simulated clock
+                if type(v) not in (int, float) or not (v >= 0.0 if name == "seconds" else v == v):
+                    raise ValueError(
+                        f"{name} row {i} holds {v!r}, not a number"
+                        + (" of seconds >= 0" if name == "seconds" else "")
+                    )

@@ -28,7 +28,7 @@ import numpy as np
 from basht.space import SearchSpace
 from basht.tune._common import NewConfigs, check_budgets, check_mode, never_suggested
 from basht.tune.base import Decision, Suggestion
-from basht.tune.rungs import Rung, ilog, level, rung_levels, signed
+from basht.tune.rungs import Rung, level, most_rungs, rung_levels, signed
 from basht.tune.samplers import Sampler
 
 VARIANTS = ("promotion", "stopping")
@@ -296,7 +296,7 @@ def AsyncHyperband(  # noqa: N802 - reads as the algorithm's name
 ) -> AsyncSuccessiveHalving:
     """Hyperband's brackets run as ASHA; each new configuration draws its bracket (seeded)."""
     check_budgets(min_budget, max_budget, eta)
-    s_max = ilog(max_budget // min_budget, eta)
+    s_max = most_rungs(min_budget, max_budget, eta)
     return AsyncSuccessiveHalving(
         space,
         metric=metric,

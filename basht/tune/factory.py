@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from basht.errors import BashtError
 from basht.experiment import Experiment
 from basht.tune.asha import ASHA, AsyncHyperband
 from basht.tune.base import Algorithm
@@ -24,6 +25,13 @@ def make_algorithm(
     }
     space = experiment.search_space
     variant = "promotion" if can_checkpoint else "stopping"
+    if variant == "stopping" and search.max_budget is None:
+        # Stopping runs each trial to the top rung in one go: without a top it would never end.
+        raise BashtError(
+            f"search.max_budget: null (unbounded) needs a workload that checkpoints; "
+            f"{experiment.workload.name} is a plain function, stopped rather than paused at rungs: "
+            "give a max_budget"
+        )
     budgets = {"min_budget": search.min_budget, "max_budget": search.max_budget, "eta": search.eta}
     if search.pruner == "none":
         assert search.max_budget is not None

@@ -19,7 +19,7 @@ from typing import Any
 from basht.space import SearchSpace
 from basht.tune._common import NewConfigs, check_budgets, check_mode, never_suggested
 from basht.tune.base import Decision, Suggestion
-from basht.tune.rungs import ilog, rung_levels, signed
+from basht.tune.rungs import most_rungs, rung_levels, signed
 from basht.tune.samplers import Sampler
 
 # Bound once: an enum member looked up on its class costs a descriptor call, once per report.
@@ -90,7 +90,7 @@ class SynchronousHyperband:
         self.metric, self.mode, self.eta = metric, mode, eta
         self.min_budget, self.max_budget = min_budget, max_budget
         self.shapes = shapes
-        s_max = ilog(max_budget // min_budget, eta)
+        s_max = most_rungs(min_budget, max_budget, eta)
         self.sizes = bracket_sizes or [bracket_size(s_max, s, eta) for s in shapes]
         self.repeat = repeat
         self.new = NewConfigs(space, sampler, seed, max_trials, mode)
@@ -162,6 +162,8 @@ class SynchronousHyperband:
             if drawn is None:
                 bracket.n -= bracket.to_start  # the sampler ran out: a smaller bracket
                 bracket.to_start = 0
+                if not bracket.members:
+                    bracket.done = True  # it never started a trial: nothing will close it
                 self._maybe_advance(bracket)
                 return None
             trial_id, config = drawn
@@ -202,7 +204,9 @@ class SynchronousHyperband:
             bracket.queue.remove(trial_id)
 
     def is_finished(self) -> bool:
-        return all(b.done for b in self.brackets) and self.new.available() == 0
+        # Without `repeat` no bracket opens after the last shape, whatever trials are left.
+        last = not self.repeat and len(self.brackets) >= len(self.shapes)
+        return all(b.done for b in self.brackets) and (last or self.new.available() == 0)
 
     def _bracket_of(self, trial_id: int) -> _SyncBracket:
         try:
@@ -261,7 +265,7 @@ def Hyperband(  # noqa: N802 - reads as the algorithm's name
     """Hyperband: brackets s = 0 (most aggressive) .. s_max (random search), repeated while
     `max_trials` allows; one band without a trial limit."""
     check_budgets(min_budget, max_budget, eta)
-    s_max = ilog(max_budget // min_budget, eta)
+    s_max = most_rungs(min_budget, max_budget, eta)
     return SynchronousHyperband(
         space,
         metric=metric,

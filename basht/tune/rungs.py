@@ -36,6 +36,13 @@ def rung_levels(min_budget: int, max_budget: int, eta: int, s: int = 0) -> list[
     return levels
 
 
+def most_rungs(min_budget: int, max_budget: int, eta: int) -> int:
+    """Hyperband's s_max: the halvings of its most aggressive bracket. A maximum off the geometric
+    grid is a rung of its own, so it counts one more than ilog; then bracket s_max is plain random
+    search and every bracket's size fits its rungs, as for a maximum on the grid."""
+    return len(rung_levels(min_budget, max_budget, eta)) - 1
+
+
 def level(min_budget: int, eta: int, s: int, k: int) -> int:
     """Rung k's budget with no maximum (the paper's unbounded ASHA)."""
     return min_budget * eta ** (s + k)

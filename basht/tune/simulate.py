@@ -175,7 +175,8 @@ def simulate_experiment(
         )
     unknown = [p for p in pruners if p not in PRUNERS]
     if unknown or not pruners or not seeds:
-        raise BashtError(f"pruners must be among {', '.join(PRUNERS)}, and seeds not empty")
+        given = f"; got {', '.join(map(repr, unknown))}" if unknown else ""
+        raise BashtError(f"pruners must be among {', '.join(PRUNERS)}, and seeds not empty{given}")
     target = search.target if target is None else target
     workers = experiment.resources.workers if workers is None else workers
     if workers < 1:

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from basht.errors import BashtError
+from basht.experiment import Experiment
 from basht.space import Float, SearchSpace
 from basht.tune import ASHA, AsyncHyperband, Decision
 from basht.tune.asha import _hyperband_weights, _WeightedChoice
+from basht.tune.factory import make_algorithm
 from basht.tune.rungs import signed
+from tests.conftest import BASE
 from tests.tune.drive import curve, drive
 
 SPACE = SearchSpace({"x": Float(0.0, 1.0)})
@@ -222,3 +228,13 @@ def test_bracket_draws_are_numpys_weighted_choice():
         expected = [int(rng.choice(5, p=weights)) for _ in range(3000)]
         choice = _WeightedChoice(np.random.default_rng([seed, 1]), weights)
         assert [choice.pick() for _ in range(3000)] == expected
+
+
+def test_an_unbounded_asha_for_a_workload_that_cannot_checkpoint_is_a_clear_error():
+    data = copy.deepcopy(BASE)
+    data["search"].update(pruner="asha", max_budget=None, time_budget_s=10)
+    experiment = Experiment.from_dict(data)
+    assert make_algorithm(experiment).variant == "promotion"  # it checkpoints: no top needed
+    # A plain function is stopped, not paused, and stopping needs a top rung to run trials to.
+    with pytest.raises(BashtError, match="max_budget: null .* plain function"):
+        make_algorithm(experiment, can_checkpoint=False)

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from basht.space import Choice, Float, SearchSpace
-from basht.tune import SHA, Decision, Hyperband
+from basht.tune import SHA, AsyncHyperband, Decision, Hyperband
 from basht.tune.hyperband import SynchronousHyperband, bracket_size
 from basht.tune.rungs import signed
 from tests.tune.drive import curve, drive
@@ -153,3 +153,27 @@ def test_the_first_bracket_with_a_job_is_the_one_a_full_scan_finds(
     fast = drive(make(SynchronousHyperband), workers, curve(order), order_seed=order)
     slow = drive(make(_Scanning), workers, curve(order), order_seed=order)
     assert _calls(fast) == _calls(slow)
+
+
+def test_is_finished_once_the_last_bracket_is_done_or_the_grid_ran_out():
+    # Without a trial limit SHA runs one bracket and Hyperband one band: then nothing is left.
+    for make in (SHA, Hyperband):
+        algo = make(SPACE, metric="acc", max_budget=9, eta=3, seed=0)
+        drive(algo, 2, curve(0))
+        assert algo.suggest() is None and algo.is_finished()
+    # A grid that runs out as a new bracket opens leaves that bracket empty: it is done too.
+    grid = SearchSpace({"x": Choice(tuple(range(9)))})
+    algo = Hyperband(grid, metric="acc", max_budget=9, eta=3, sampler="grid", max_trials=100)
+    drive(algo, 2, curve(0))
+    assert algo.suggest() is None and algo.is_finished()
+
+
+def test_a_maximum_off_the_grid_still_gives_a_random_search_bracket_and_fitting_sizes():
+    # Budgets 1..100 have rungs 1, 3, 9, 27, 81, 100: six, so six brackets, sized for their rungs.
+    algo = Hyperband(SPACE, metric="acc", max_budget=100, eta=3, seed=0)
+    sizes = _rung_sizes(drive(algo, 4, curve(0), order_seed=0))
+    assert dict(sizes[0]) == {1: 243, 3: 81, 9: 27, 27: 9, 81: 3, 100: 1}  # SHA's bracket
+    assert dict(sizes[5]) == {100: 6}  # the last bracket: every configuration to the maximum
+    assert all(max(c) == 100 for c in sizes.values())
+    levels = [b.levels for b in AsyncHyperband(SPACE, metric="acc", max_budget=100).brackets]
+    assert levels[-1] == [100] and levels[0] == [1, 3, 9, 27, 81, 100]

@@ -109,6 +109,37 @@ def test_an_experiment_the_curves_cannot_answer_is_refused(search, message):
 def test_unknown_pruners_are_refused():
     with pytest.raises(BashtError, match="pruners must be among"):
         simulate_experiment(_experiment(), _curves(), pruners=["sha", "pbt"])
+    with pytest.raises(BashtError, match="got 'pbt'"):  # names what was wrong
+        simulate_experiment(_experiment(), _curves(), pruners=["sha", "pbt"])
+
+
+@pytest.mark.parametrize(
+    "table, message",
+    [
+        ({"configs": 5}, "configs must be a list of objects"),
+        ({"values": [["a"] * 9]}, "values row 0 holds 'a', not a number"),
+        ({"values": [[None] * 9]}, "values row 0 holds None, not a number"),
+        ({"seconds": [[-1.0] * 9]}, "seconds row 0 holds -1.0, not a number of seconds >= 0"),
+        ({"seconds": [1.0] * 9}, "seconds must be a list of rows"),
+    ],
+    ids=["configs", "string", "null", "negative-seconds", "flat-seconds"],
+)
+def test_a_malformed_table_is_refused_in_one_line_before_simulating(tmp_path, table, message):
+    curves = _curves(rows=1)
+    data = {
+        "format": "basht-recorded-curves/1",
+        "metric": curves.metric,
+        "mode": curves.mode,
+        "configs": curves.configs,
+        "values": curves.values,
+        "seconds": curves.seconds,
+        **table,
+    }
+    path = tmp_path / "curves.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(BashtError, match=re.escape(message)) as err:
+        RecordedCurves.load(path)
+    assert str(path) in str(err.value) and "\n" not in str(err.value)
 
 
 def test_basht_simulate_on_the_shipped_digits_curves():
