@@ -11,10 +11,11 @@ Two variants share one rung system:
   judged as it crosses each rung: it continues only if its rank, counting itself, is below
   max(1, floor(n/eta)). So while a rung holds fewer than eta results only a new best continues.
 
-Ties go to the earlier result. A report that jumps past several rungs is recorded at each of them
-with the same value. A failed trial keeps its recorded results (they were measured) but is never
-promoted again. With ``max_budget=None`` the rungs go on without end, as in the paper; the run then
-ends on a trial, time or target limit.
+Ties go to the earlier result. In the stopping variant a report that jumps past several rungs is
+recorded at each of them with the same value (in promotion a trial pauses at the first one). A
+failed trial keeps its recorded results (they were measured) but is never promoted again. With
+``max_budget=None`` the rungs go on without end, as in the paper; the run then ends on a trial,
+time or target limit.
 """
 
 from __future__ import annotations
