@@ -143,6 +143,18 @@ BAD = [
         "exp.yaml: engine.scheduler: fluid is Basht's engine; system: optuna places",
     ),
     (
+        "prometheus energy without a server",
+        lambda s: s.update(measure={"energy": "prometheus"}),
+        "exp.yaml: measure.energy: prometheus needs measure.prometheus_url",
+    ),
+    (
+        "prometheus energy from a server that does not answer",
+        lambda s: s.update(
+            measure={"energy": "prometheus", "prometheus_url": "http://127.0.0.1:1"}
+        ),
+        "exp.yaml: measure.energy: Prometheus http://127.0.0.1:1: cannot connect",
+    ),
+    (
         "unbounded ASHA for a plain function",
         lambda s: (
             s["workload"].update(name="tests.user_workloads:objective", params={})

@@ -191,15 +191,20 @@ def _check_devices(experiment: Experiment, where: str) -> None:
 
 
 def _check_energy(experiment: Experiment, where: str) -> None:
-    """A named counter (rapl, nvml) must be readable here: the user asked for measured numbers.
-    On Ray, nodes read their own counters; auto falls back to the labelled estimate."""
-    kind = experiment.measure.energy
-    if kind not in ("rapl", "nvml") or experiment.executor != "local":
+    """A named counter (rapl, nvml) must be readable here, and a Prometheus server answer the
+    query with a series: the user asked for measured numbers. On Ray, nodes read their own
+    counters (Prometheus is read by the driver); auto falls back to the labelled estimate."""
+    measure = experiment.measure
+    kind = measure.energy
+    local = kind in ("rapl", "nvml") and experiment.executor == "local"
+    if not local and kind != "prometheus":
         return
     from basht.energy.sources import open_sources
 
     try:
-        open_sources(kind).close()
+        open_sources(
+            kind, prometheus_url=measure.prometheus_url, prometheus_query=measure.prometheus_query
+        ).close()
     except BashtError as err:
         raise ExperimentError(f"{where}: {_one_line(err)}") from None
 
