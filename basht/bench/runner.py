@@ -92,6 +92,7 @@ def run_benchmark(
     from basht.bench.preflight import preflight
 
     workload = preflight(experiment)
+    _make_results_root(Path(results_root))
     store = Store(experiment.store)
     spec = experiment.to_dict()
     spec["space_size"] = experiment.space_size
@@ -102,6 +103,17 @@ def run_benchmark(
     )
     ctx = RunContext(experiment, store, run.id, Path(run.results_dir), on_update)
     return _execute(ctx, attempt=1, on_phase=on_phase, system_factory=system_factory)
+
+
+def _make_results_root(root: Path) -> None:
+    """The folder runs keep their results under, made before a run is stored: one that cannot
+    be is the user's to fix, with nothing stored."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        in_the_way = isinstance(err, FileExistsError | NotADirectoryError)
+        problem = "a file is in the way" if in_the_way else err.strerror
+        raise BashtError(f"results: cannot create {root} ({problem})") from None
 
 
 def resume_benchmark(
@@ -228,7 +240,8 @@ def _execute(
             try:
                 write_results_json(summary, results_dir)
             except OSError as err:  # the store has it all; the file is a copy
-                log.error("results.json not written to %s: %s", results_dir, err.strerror)
+                if results_dir.is_dir():  # else the error says the folder could not be made
+                    log.error("results.json not written to %s: %s", results_dir, err.strerror)
             store.close()
     return _result(summary, results_dir)
 
