@@ -33,6 +33,16 @@ StoreOption = Annotated[
 ]
 
 
+PlotsOption = Annotated[
+    bool,
+    typer.Option(
+        "--plots/--no-plots",
+        envvar="BASHT_PLOTS",
+        help="Write the run's plots beside results.json (with matplotlib).",
+    ),
+]
+
+
 @app.command()
 def run(
     file: Annotated[Path, typer.Argument(help="Experiment file (YAML or JSON).")],
@@ -53,14 +63,7 @@ def run(
             "left and the trial times seen.",
         ),
     ] = False,
-    plots: Annotated[
-        bool,
-        typer.Option(
-            "--plots/--no-plots",
-            envvar="BASHT_PLOTS",
-            help="Write the run's plots beside results.json (with matplotlib).",
-        ),
-    ] = True,
+    plots: PlotsOption = True,
 ) -> None:
     """Run the whole benchmark lifecycle for FILE and print the results."""
     from basht.bench import run_benchmark
@@ -190,6 +193,7 @@ def resume(
     ],
     store: StoreOption = "sqlite:///basht.db",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress.")] = False,
+    plots: PlotsOption = True,
 ) -> None:
     """Continue an interrupted run: finished trials are kept, the algorithm picks up where it was."""
     from basht.bench import resume_benchmark
@@ -207,6 +211,8 @@ def resume(
     except RunInterrupted as err:
         _interrupted(err)
     print_result(result.summary, console)
+    if plots:  # of the whole run, every attempt
+        _write_plots(store, result.run_id)
     if result.status != "completed":
         raise typer.Exit(1)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -40,9 +41,12 @@ def test_an_interrupted_asha_run_resumes_to_the_end(spec, tmp_path, sampler):
     finished_before = {n: v for n, v in before.items() if v[0] in ("completed", "stopped")}
     assert run.status == "interrupted" and 8 <= len(before) < 24
 
-    done = _basht("resume", run.id, "--store", spec["store"], "-q", cwd=tmp_path)
+    plots = ["--plots"] if sampler == "random" else []  # once: the whole run's, as `run` writes
+    done = _basht("resume", run.id, "--store", spec["store"], "-q", *plots, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert f"{sampler} sampling, pruner asha (promotion)" in done.stdout
+    if plots:
+        assert (Path(store.get_run(run.id).results_dir) / "best_so_far.png").is_file()
 
     store = Store(spec["store"])
     run = store.get_run(run.id)
