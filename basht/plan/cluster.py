@@ -71,7 +71,7 @@ class Workers(Protocol):
 
     def workers_ready(self, indexes: Sequence[int]) -> bool: ...
 
-    def remove_workers(self, indexes: Sequence[int]) -> None: ...
+    def remove_workers(self, indexes: Sequence[int], timeout_s: float = ...) -> None: ...
 
 
 def check_local_plan(plan: Sequence[int], gpus: int, max_workers: int | None = None) -> None:
@@ -93,6 +93,7 @@ class LocalProvider:
     def __init__(self, workers: Workers, gpus: int, max_workers: int | None = None):
         self.workers, self.gpus = workers, gpus
         self.max_workers = max_workers or LOCAL_WORKERS_PER_CORE * (os.cpu_count() or 1)
+        self._starting: set[int] = set()  # workers begun and not ready yet
 
     def check(self, plan: Sequence[int]) -> None:
         check_local_plan(plan, self.gpus, self.max_workers)
@@ -101,17 +102,28 @@ class LocalProvider:
         return self._grouped(self.workers.add_workers(count * self.gpus))
 
     def begin(self, count: int) -> list[tuple[int, ...]]:
-        return self._grouped(self.workers.begin_workers(count * self.gpus))
+        started = self.workers.begin_workers(count * self.gpus)
+        self._starting.update(started)
+        return self._grouped(started)
 
     def ready(self, workers: Sequence[int]) -> bool:
-        return self.workers.workers_ready(workers)
+        if not self.workers.workers_ready(workers):
+            return False
+        self._starting.difference_update(workers)
+        return True
 
     def _grouped(self, started: list[int]) -> list[tuple[int, ...]]:
         """Worker indexes in instances of `gpus` each."""
         return [tuple(started[i : i + self.gpus]) for i in range(0, len(started), self.gpus)]
 
     def release(self, workers: Sequence[int]) -> None:
-        self.workers.remove_workers(workers)
+        """Stop an instance's workers. One still starting runs nothing and is stopped at once:
+        waiting for it to come up would hold the barrier (and the bill) for its start-up."""
+        if self._starting.intersection(workers):
+            self._starting.difference_update(workers)
+            self.workers.remove_workers(workers, timeout_s=0.0)
+        else:
+            self.workers.remove_workers(workers)
 
 
 def plan_price(spec: PlanPriceSpec) -> Price:

@@ -91,6 +91,7 @@ class PlanExecutor:
         self.layout: Layout | None = None
         self._placed: dict[int, tuple[int, Instance]] = {}  # trial -> (worker, instance)
         self._pending: list[TrialEvent] = []
+        self._behind: dict[int, int] = {}  # trial -> target: heard there before an interruption
         self._last_end: float | None = None  # when the last running trial ended
         self.resizable = True
         # Told the workers of each released instance (the energy monitor stops counting them).
@@ -105,6 +106,7 @@ class PlanExecutor:
         rows: Sequence[StageRow] = []  # a resumed run's stages so far
         if self.store is not None and self.run_id is not None and self.attempt > 1:
             rows = self.store.stages(self.run_id)
+            self._behind = told_restarts(self.store, self.run_id)
         # The deadline counts from the first attempt's start, the time between attempts included.
         self._job_started = min((row.started_at for row in rows), default=self.clock())
         stage = max((row.stage for row in rows), default=0)
@@ -230,11 +232,15 @@ class PlanExecutor:
         self._maybe_reserve()
         if self.cluster.starting:
             self.cluster.check_starting()
+        if any(trial in self._behind for trial in self._placed):
+            return 0  # the algorithm may hand out the next stage: it waits until these catch up
         return sum(self._free(instance) for instance in self.cluster.live)
 
     def submit(self, task: TrialTask) -> int:
         stage = self.stage_of(task)
-        if stage != self.stage:
+        # A later stage's trial waits at the barrier; an earlier stage's (a resumed run's
+        # restart) runs on the stage's cluster as it is.
+        if self.stage is None or stage > self.stage:
             self._barrier()
             replanned = self._replan(stage) if self.profile is not None and stage > 0 else None
             self._enter(stage, replanned)
@@ -252,7 +258,10 @@ class PlanExecutor:
         return worker
 
     def _forget(self, event: TrialEvent) -> None:
+        if event.kind == "report" and event.epoch >= self._behind.get(event.trial_id, event.epoch):
+            self._behind.pop(event.trial_id, None)  # caught up: what is left is its pause
         if event.kind in _ENDINGS:
+            self._behind.pop(event.trial_id, None)
             self._placed.pop(event.trial_id, None)
             started = self._started.pop(event.trial_id, None)
             if started is not None and event.kind != "failed":  # a crash says nothing of speed
@@ -369,6 +378,19 @@ class PlanExecutor:
             self.store.update_instance(
                 self.run_id, instance.number, self.attempt, released_at=instance.released_at
             )
+
+
+def told_restarts(store: Store, run_id: str) -> dict[int, int]:
+    """Trials an interrupted attempt left running after the algorithm heard them at their
+    target budget (their pause was not recorded), each with that target. A resumed run trains
+    them again while the algorithm, which has their results, may hand out the next stage: that
+    stage's barrier cannot answer their reports, so it waits until they are past them."""
+    told = {(d.trial, d.budget) for d in store.decisions(run_id) if d.op == "report"}
+    return {
+        t.number: t.target_budget
+        for t in store.trials(run_id, states=("running", "aborted", "pending"))
+        if t.target_budget is not None and (t.number, t.target_budget) in told
+    }
 
 
 def plan_profile(spec: PlanSpec) -> Profile:

@@ -8,14 +8,17 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
 
 from basht.energy.pricing import AWS_LINUX, Price
+from basht.engine.messages import TrialEvent, TrialTask, WorkloadRef
 from basht.errors import BashtError, ExperimentError
 from basht.experiment import load_experiment
 from basht.plan.cluster import Cluster, LocalProvider
+from basht.plan.executor import PlanExecutor
 from basht.store import Store
 from tests.cli import basht, run_in_background, wait_for_trials
 
@@ -139,6 +142,40 @@ def test_local_workers_can_start_without_waiting_and_join_when_set_up():
         assert local.workers == 2
     finally:
         local.shutdown()
+
+
+class RecordingWorkers:
+    """Workers that start at once or on `up`, and record how each group was stopped."""
+
+    def __init__(self) -> None:
+        self.next, self.up, self.stopped = 0, set(), []
+
+    def add_workers(self, count: int) -> list[int]:
+        return self.begin_workers(count)
+
+    def begin_workers(self, count: int) -> list[int]:
+        self.next += count
+        return list(range(self.next - count, self.next))
+
+    def workers_ready(self, indexes) -> bool:
+        return all(i in self.up for i in indexes)
+
+    def remove_workers(self, indexes, timeout_s: float = 5.0) -> None:
+        self.stopped.append((tuple(indexes), timeout_s))
+
+
+def test_an_instance_still_starting_is_stopped_at_once_when_released():
+    """Released at a barrier (a re-plan wants fewer), an instance still starting runs nothing:
+    waiting for its workers to come up would hold the barrier for its start-up."""
+    workers = RecordingWorkers()
+    provider = LocalProvider(workers, gpus=2)  # type: ignore[arg-type]
+    (live,) = provider.launch(1)
+    starting, joined = provider.begin(2)
+    workers.up.update(joined)
+    assert not provider.ready(starting) and provider.ready(joined)
+    for instance in (starting, joined, live):
+        provider.release(instance)
+    assert workers.stopped == [(starting, 0.0), (joined, 5.0), (live, 5.0)]
 
 
 def test_the_local_provider_refuses_more_processes_than_the_machine_should_hold():
@@ -393,6 +430,83 @@ def test_an_interrupted_plan_run_resumes_with_the_stage_it_was_in(planned):
     assert summary["metrics"]["OC"]["value"] == pytest.approx(
         summary["cluster"]["cost_usd"], rel=1e-6
     )
+
+
+class ReplayedWorkers(RecordingWorkers):
+    """The executor's workers, without processes: `events` is what the next poll returns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[TrialEvent] = []
+        self.submitted: list[tuple[int, int]] = []
+
+    def workers_ready(self, indexes) -> bool:
+        return True
+
+    def start(self) -> None: ...
+
+    def shutdown(self, timeout_s: float = 5.0) -> None: ...
+
+    def submit(self, task: TrialTask, worker: int) -> None:
+        self.submitted.append((task.trial_id, worker))
+
+    def poll(self, timeout_s: float | None = None) -> list[TrialEvent]:
+        events, self.events = self.events, []
+        return events
+
+
+class KilledRun:
+    """The store of a run killed in `stage` as the last trial of stage 0 (trial 8) had been
+    heard at its budget, before its pause was recorded."""
+
+    def __init__(self, stage: int) -> None:
+        self.rows = [
+            SimpleNamespace(stage=s, started_at=1.0 + s, speed=None) for s in range(stage + 1)
+        ]
+
+    def stages(self, run_id):
+        return self.rows
+
+    def decisions(self, run_id):
+        return [SimpleNamespace(op="report", trial=t, budget=1) for t in range(9)]
+
+    def trials(self, run_id, states=None):
+        return [SimpleNamespace(number=8, target_budget=1, state="aborted")]
+
+    def add_stage(self, *args, **kwargs) -> None: ...
+
+    end_stage = add_instance = update_instance = add_stage
+
+
+def _resumed(planned: Path, stage: int) -> tuple[PlanExecutor, ReplayedWorkers]:
+    spec = load_experiment(_write(planned, EXPERIMENT | {"plan": "plan.json"})).plan
+    executor = PlanExecutor(spec, store=KilledRun(stage), run_id="run", attempt=2)  # type: ignore[arg-type]
+    executor.local = executor.provider.workers = workers = ReplayedWorkers()  # type: ignore[assignment]
+    executor.start()
+    return executor, workers
+
+
+def _task(trial: int, budget: int) -> TrialTask:
+    return TrialTask(trial, {}, WorkloadRef("sleep"), seed=0, target_budget=budget)
+
+
+def test_a_resumed_stage_waits_for_the_trials_the_algorithm_heard_before_the_next_stage(planned):
+    """The algorithm heard trial 8 at epoch 1 before the kill, so the resumed run hands out
+    stage 1 while trial 8 trains again: the barrier cannot answer its reports, so no place is
+    offered until it is past them (it failed the run, at every resume, before)."""
+    executor, workers = _resumed(planned, stage=0)
+    assert [len(executor.cluster.live), executor.idle_workers] == [3, 6]
+    executor.submit(_task(8, 1))  # the restart
+    assert executor.idle_workers == 0
+    workers.events = [TrialEvent("report", 8, 0, epoch=1)]
+    assert executor.poll() and executor.idle_workers == 5
+    workers.events = [TrialEvent("paused", 8, 0, epoch=1)]  # its pause, at the barrier
+    executor.submit(_task(0, 3))
+    assert executor.stage == 1 and len(executor.cluster.live) == 1
+    # Resumed past the barrier, the restart runs on the stage's cluster as it is.
+    executor, workers = _resumed(planned, stage=1)
+    executor.submit(_task(8, 1))
+    assert executor.stage == 1 and len(executor.cluster.live) == 1 and workers.submitted
 
 
 def test_compare_refuses_a_plan_which_only_basht_run_follows(planned):
