@@ -105,6 +105,19 @@ def run_benchmark(
     return _execute(ctx, attempt=1, on_phase=on_phase, system_factory=system_factory)
 
 
+def last_attempt(store: Store, run_id: str) -> int:
+    """The latest attempt any record of the run names (0 if none). A phase is stored when it
+    ends, so a driver killed during deploy left none, but may have launched a plan's instances
+    or joined Ray nodes: a resumed attempt must not take their attempt's number."""
+    from basht.metrics import ray_nodes
+
+    attempts = [p.attempt for p in store.phases(run_id)]
+    attempts += [row.attempt for row in store.instances(run_id)]
+    attempts += [row.attempt for row in store.stages(run_id)]
+    attempts += [node["attempt"] for node in ray_nodes(store, run_id)]
+    return max(attempts, default=0)
+
+
 def _make_results_root(root: Path) -> None:
     """The folder runs keep their results under, made before a run is stored: one that cannot
     be is the user's to fix, with nothing stored."""
@@ -145,7 +158,7 @@ def resume_benchmark(
     for derived in DERIVED_KEYS:
         spec.pop(derived, None)
     experiment = Experiment.from_dict(spec, f"run {run.id}")
-    attempt = 1 + max((p.attempt for p in store.phases(run.id)), default=0)
+    attempt = 1 + last_attempt(store, run.id)
     store.update_run(run.id, status="running", error=None, ended_at=None)
     ctx = RunContext(experiment, store, run.id, Path(run.results_dir), on_update, resume=True)
     return _execute(ctx, attempt=attempt, on_phase=on_phase)

@@ -124,3 +124,17 @@ def test_a_run_whose_driver_lives_is_refused_and_a_killed_ones_is_resumed(
     assert result.status == "completed"
     trials = Store(spec["store"]).trials(run.id)
     assert sorted(t.number for t in trials) == list(range(12))
+
+
+def test_an_attempt_killed_in_deploy_is_not_numbered_again(tmp_path):
+    """Phases are stored when they end: a driver killed during deploy left none, but its plan
+    instances name attempt 1, so the resumed attempt is the second."""
+    from basht.bench.runner import last_attempt
+
+    store = Store(f"sqlite:///{tmp_path / 'basht.db'}")
+    run = store.create_run(store.add_experiment("t", {}), "t", "native", "local", tmp_path)
+    assert last_attempt(store, run.id) == 0
+    store.add_instance(run.id, 0, 0, [0, 1], 100.0, attempt=1)
+    assert last_attempt(store, run.id) == 1
+    store.add_phase(run.id, "deploy", 200.0, 201.0, False, None, 2)
+    assert last_attempt(store, run.id) == 2
