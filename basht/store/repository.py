@@ -6,7 +6,9 @@ SQLite and PostgreSQL go through the same code; `resolve_url` decides which driv
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
+import math
 import secrets
 import socket
 import sqlite3
@@ -18,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
+    Integer,
     bindparam,
     create_engine,
     delete,
@@ -29,8 +33,8 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.engine import URL, Connection, Engine, make_url
-from sqlalchemy.exc import ArgumentError, DatabaseError, OperationalError
+from sqlalchemy.engine import URL, Connection, Engine, ExceptionContext, make_url
+from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from basht.errors import StoreError
@@ -82,6 +86,33 @@ class StoreURLError(StoreError):
         self.reason = reason
 
 
+def _utc_now() -> datetime:
+    """Now in UTC, without its zone: PostgreSQL turns an aware time into the session's local time
+    for a column without one, so `basht runs` (which says UTC) and `latest` would depend on the
+    client's or server's time zone. SQLite stores an aware time as this."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _json_without_nan(value: Any) -> str:
+    """JSON for PostgreSQL, whose json type has no NaN or infinity: such a value (a diverged
+    loss in a report, a test loss) is stored as null, as results.json shows it, instead of
+    failing the write and the run."""
+    try:
+        return json.dumps(value, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(value), allow_nan=False)
+
+
 def _one_line(err: BaseException) -> str:
     return " ".join(str(err).split()) or type(err).__name__
 
@@ -126,10 +157,14 @@ def open_engine(url: str, create: bool = True) -> Engine:
     `create` is off, when a SQLite file that is not there is an error (a reader must not leave an
     empty store behind)."""
     parsed = resolve_url(url)
+    server = parsed.get_backend_name() != "sqlite"
+    options = {"json_serializer": _json_without_nan} if server else {}
     try:
-        engine = create_engine(parsed)
+        engine = create_engine(parsed, **options)
     except (ArgumentError, ValueError) as err:
         raise StoreURLError(f"not a valid SQLAlchemy URL, got {url!r} ({_one_line(err)})") from None
+    if server:
+        event.listen(engine, "handle_error", _server_gone(url))
     if engine.dialect.name == "sqlite":
         database = engine.url.database
         if database and database != ":memory:":
@@ -140,6 +175,23 @@ def open_engine(url: str, create: bool = True) -> Engine:
             Path(database).parent.mkdir(parents=True, exist_ok=True)
         event.listen(engine, "connect", _sqlite_pragmas)
     return engine
+
+
+def _server_gone(url: str) -> Any:
+    """A database server that stopped, restarted or cannot be reached (at open or under a run):
+    one line that says so, as a StoreError (exit code 2), instead of the driver's traceback.
+    What was committed before stays; a killed run resumes once the server is back."""
+
+    def handle(context: ExceptionContext) -> None:
+        reason = _one_line(context.original_exception)
+        if context.is_disconnect:
+            raise StoreError(
+                f"store {shown_url(url)!r}: lost the connection to the database ({reason})"
+            )
+        if context.connection is None:  # no connection could be made
+            raise StoreError(f"store {shown_url(url)!r}: cannot open ({reason})")
+
+    return handle
 
 
 # The hot path (a few writes per trial and per epoch) uses statements built once, with the values
@@ -160,13 +212,15 @@ _ADD_REPORT_TIMES = _UPDATE_TRIAL.values(
 def _add_missing_columns(conn: Connection) -> None:
     """Bring a store written by an earlier Basht up to date by adding the columns it lacks.
 
-    Columns are only ever added (nullable or with a default), so no stored record is touched.
+    Columns are only ever added (nullable or with a default), or on PostgreSQL widened to 64 bits
+    (`_widen`), so no stored record is touched.
     """
     inspector = inspect(conn)
     for table in Base.metadata.sorted_tables:
-        present = {c["name"] for c in inspector.get_columns(table.name)}
+        present = {c["name"]: c["type"] for c in inspector.get_columns(table.name)}
         for column in table.columns:
             if column.name in present:
+                _widen(conn, table.name, column, present[column.name])
                 continue
             kind = column.type.compile(dialect=conn.dialect)
             default = column.default.arg if column.default is not None else None
@@ -177,7 +231,18 @@ def _add_missing_columns(conn: Connection) -> None:
             )
 
 
+def _widen(conn: Connection, table: str, column: Any, stored: Any) -> None:
+    """A column made 64-bit since the store was created (a checkpoint's size): PostgreSQL holds
+    it to the 32 bits it was made with; SQLite stores any integer in any integer column."""
+    wide = isinstance(column.type, BigInteger) and not isinstance(stored, BigInteger)
+    if wide and isinstance(stored, Integer) and conn.dialect.name == "postgresql":
+        log.info("store: widening column %s.%s to BIGINT", table, column.name)
+        conn.execute(text(f'ALTER TABLE {table} ALTER COLUMN "{column.name}" TYPE BIGINT'))
+
+
 _CREATE_TRIES = 20
+#: New suffixes a run id may draw when the one drawn is taken (4 hex digits, within a second).
+_ID_TRIES = 20
 #: What SQLite says when another process is creating the same tables at that moment.
 _RACING = ("already exists", "duplicate column name", "database is locked")
 #: The PostgreSQL advisory lock that processes opening one database take while they create or
@@ -284,7 +349,7 @@ class Store:
     # -- experiments and runs ---------------------------------------------------------------
 
     def add_experiment(self, name: str, spec: dict[str, Any]) -> int:
-        row = ExperimentRow(name=name, spec=spec, created_at=datetime.now(UTC))
+        row = ExperimentRow(name=name, spec=spec, created_at=_utc_now())
         with self.session() as s, s.begin():
             s.add(row)
         return row.id
@@ -292,26 +357,35 @@ class Store:
     def create_run(
         self, experiment_id: int, name: str, system: str, executor: str, results_root: Path
     ) -> RunRow:
-        run_id = f"{name}-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
-        row = RunRow(
-            id=run_id,
-            experiment_id=experiment_id,
-            system=system,
-            executor=executor,
-            status="running",
-            results_dir=str((results_root / run_id).resolve()),
-            started_at=datetime.now(UTC),
-            host={"hostname": socket.gethostname()},
-        )
-        with self.session() as s, s.begin():
-            s.add(row)
-        return row
+        tries = 0
+        while True:
+            run_id = f"{name}-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+            row = RunRow(
+                id=run_id,
+                experiment_id=experiment_id,
+                system=system,
+                executor=executor,
+                status="running",
+                results_dir=str((results_root / run_id).resolve()),
+                started_at=_utc_now(),
+                host={"hostname": socket.gethostname()},
+            )
+            try:
+                with self.session() as s, s.begin():
+                    s.add(row)
+                return row
+            except IntegrityError:
+                # A run of this name (another process, say) started in this second and drew
+                # the same 4-digit suffix: draw another.
+                tries += 1
+                if tries == _ID_TRIES:
+                    raise
 
     def update_run(self, run_id: str, **values: Any) -> None:
         self._write(update(RunRow).where(RunRow.id == run_id).values(**values))
 
     def finish_run(self, run_id: str, status: str, error: str | None = None) -> None:
-        self.update_run(run_id, status=status, error=error, ended_at=datetime.now(UTC))
+        self.update_run(run_id, status=status, error=error, ended_at=_utc_now())
 
     def get_run(self, run_id: str) -> RunRow:
         """A run by id, a unique prefix of it, or `latest`."""

@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     Float,
@@ -127,7 +128,7 @@ class CheckpointRow(Base):
     epoch: Mapped[int] = mapped_column(Integer)
     path: Mapped[str] = mapped_column(Text)
     kind: Mapped[str] = mapped_column(String(20))  # pause | final
-    size_bytes: Mapped[int] = mapped_column(Integer)
+    size_bytes: Mapped[int] = mapped_column(BigInteger)  # a large model's state exceeds 2 GiB
     at: Mapped[float] = mapped_column(Float)
     deleted: Mapped[bool] = mapped_column(Boolean, default=False)
 

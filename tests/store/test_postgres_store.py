@@ -148,3 +148,82 @@ def test_a_store_that_cannot_be_opened_says_so_without_its_password():
     message = str(opened.value)
     assert message.startswith("store 'postgresql://me:***@127.0.0.1:1/basht': cannot open (")
     assert "s3cret" not in message and "\n" not in message
+
+
+def _stored_run(url: str, tmp_path) -> tuple[Store, str, int]:
+    """A store with one run and one trial in it: the store, the run's id and the trial's row."""
+    store = Store(url)
+    run_id = store.create_run(store.add_experiment("t", {}), "t", "native", "local", tmp_path).id
+    return store, run_id, store.add_trial(run_id, 0, {"x": 0.5}, 3)
+
+
+def test_a_nan_or_infinite_metric_is_stored_as_null(postgres_store, tmp_path):
+    """PostgreSQL's json type has no NaN: a diverged loss (the Tuner fails such a trial) must not
+    fail the write that records it, and the run's test metrics store as they do on SQLite."""
+    store, run_id, trial = _stored_run(postgres_store, tmp_path)
+    nan, inf = float("nan"), float("inf")
+    store.add_report(trial, 1, nan, {"accuracy": nan, "loss": inf, "n": [1.0, -inf]}, 0.1, 0.0)
+    store.update_run(run_id, test_metrics={"accuracy": 0.5, "loss": nan})
+    (report,) = store.reports(run_id)
+    assert report.metrics == {"accuracy": None, "loss": None, "n": [1.0, None]}
+    assert report.value != report.value  # a float column keeps NaN itself
+    assert store.get_run(run_id).test_metrics == {"accuracy": 0.5, "loss": None}
+
+
+def test_run_times_are_utc_whatever_the_session_time_zone(monkeypatch, postgres_store, tmp_path):
+    """`basht runs` shows them as UTC and `latest` orders by them, for every client of the store."""
+    from datetime import UTC, datetime
+
+    monkeypatch.setenv("PGTZ", "America/New_York")  # libpq sets the session's TimeZone from it
+    before = datetime.now(UTC).replace(tzinfo=None)
+    store, run_id, _ = _stored_run(postgres_store, tmp_path)
+    store.finish_run(run_id, "completed")
+    after = datetime.now(UTC).replace(tzinfo=None)
+    run = store.get_run(run_id)
+    assert before <= run.started_at <= run.ended_at <= after
+    assert before <= store.get_experiment(run.experiment_id).created_at <= after
+
+
+def test_a_checkpoint_over_2_gib_is_stored(postgres_store, tmp_path):
+    """Its size does not fit PostgreSQL's 32-bit integer; a store made before it was 64-bit is
+    widened when it is opened."""
+    store, run_id, trial = _stored_run(postgres_store, tmp_path)
+    store.add_checkpoint(trial, 1, "/ckpt/big.pkl", "pause", 3 * 2**30)
+    with store.engine.begin() as conn:  # as an earlier Basht made it
+        from sqlalchemy import text
+
+        conn.execute(text("DELETE FROM checkpoint"))
+        conn.execute(text("ALTER TABLE checkpoint ALTER COLUMN size_bytes TYPE INTEGER"))
+    store.close()
+    store = Store(postgres_store)
+    store.add_checkpoint(trial, 1, "/ckpt/big.pkl", "pause", 3 * 2**30)
+    assert [c.size_bytes for c in store.checkpoints(trial)] == [3 * 2**30]
+
+
+def test_a_database_that_goes_away_is_a_one_line_store_error(postgres_store, tmp_path):
+    """A server stopped or restarted under a run: the user sees why in one line (exit code 2),
+    not a driver's traceback; what was stored before stays."""
+    from sqlalchemy import text
+
+    store, run_id, _ = _stored_run(postgres_store, tmp_path)
+    with Store(postgres_store).engine.begin() as conn:  # the store's own connection is cut
+        conn.execute(
+            text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        )
+    with pytest.raises(StoreError) as lost:
+        store.list_runs()
+    message = str(lost.value)
+    assert message.startswith(f"store {postgres_store!r}: lost the connection to the database (")
+    assert "\n" not in message
+    assert [r.id for r in Store(postgres_store).list_runs()] == [run_id]
+
+    from basht.store.repository import open_engine
+
+    with pytest.raises(StoreError) as refused:  # and one that cannot be reached at all
+        open_engine("postgresql://me:s3cret@127.0.0.1:1/basht").connect()
+    message = str(refused.value)
+    assert message.startswith("store 'postgresql://me:***@127.0.0.1:1/basht': cannot open (")
+    assert "s3cret" not in message and "\n" not in message
