@@ -575,6 +575,11 @@ class Tuner:
         for r in sorted(trials, key=lambda t: t.number):
             seed = trial_seed(self.workload.experiment_seed, r.number)
             state = "paused" if r.state in ("paused", "aborted", "running", "pending") else r.state
+            checkpoint = r.checkpoint
+            if checkpoint and self.checkpoint_dir is not None and not Path(checkpoint).exists():
+                # Deleted before the store heard (a kill with writes queued): train it again.
+                log.warning("trial %d: checkpoint %s is gone; it starts over", r.number, checkpoint)
+                checkpoint = None
             trial = _Trial(
                 r.row_id,
                 dict(r.config),
@@ -582,7 +587,7 @@ class Tuner:
                 seed,
                 budget=r.budget,
                 value=r.value,
-                checkpoint=r.checkpoint,
+                checkpoint=checkpoint,
                 state=state,
                 told=r.told,
                 told_decision=r.told_decision,
@@ -594,7 +599,7 @@ class Tuner:
                     self.status.best_config = trial.config
                 if self._beats_best(r.value):
                     self._best_completed = (r.value, r.number)
-                    trial.final_checkpoint = r.checkpoint
+                    trial.final_checkpoint = checkpoint
             if r.state in ("aborted", "running", "pending"):
                 self._restarts.append(r.number)
             self.status.counts[trial.state] += 1
