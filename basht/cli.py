@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -629,7 +630,11 @@ def main() -> None:
 def _interrupted(run: RunInterrupted | None) -> NoReturn:
     """Ctrl-C: say which run keeps its trials and how to go on with it."""
     if run is not None:
-        store = "" if run.store == "sqlite:///basht.db" else f" --store {run.store}"
+        from basht.store.repository import shown_url
+
+        # Quoted for a shell (a path with spaces), its password hidden (it is printed).
+        shown = shlex.quote(shown_url(run.store))
+        store = "" if run.store == "sqlite:///basht.db" else f" --store {shown}"
         message = f"interrupted: run {run.run_id} keeps its finished trials; " + (
             f"continue it with `basht resume {run.run_id}{store}`"
             if run.system == "native"

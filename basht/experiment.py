@@ -424,7 +424,7 @@ class Experiment(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(pattern=r"^[a-z0-9_-]+$")
+    name: str = Field(pattern=r"^[a-z0-9_-]+$", max_length=99)  # the run id adds 21 of its 120
     seed: int = Field(default=0, ge=0)  # numpy seeds only non-negative integers
     workload: WorkloadSpec
     space: dict[str, ParamSpec] | None = None

@@ -75,6 +75,11 @@ BAD = [
     ("workers < 1", lambda s: s["resources"].update(workers=0), "resources.workers"),
     ("bad name", lambda s: s.update(name="Has Spaces"), "name:"),
     ("negative seed", lambda s: s.update(seed=-1), "exp.yaml: seed: Input should be greater"),
+    (
+        "name too long for a run id",
+        lambda s: s.update(name="n" * 100),
+        "exp.yaml: name: String should have at most 99",
+    ),
     ("missing workload", lambda s: s.pop("workload"), "workload: missing required key"),
     ("unknown param type", lambda s: s["space"]["x"].update(type="normal"), "space.x"),
     (
