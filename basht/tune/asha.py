@@ -174,7 +174,10 @@ class AsyncSuccessiveHalving:
     # -- tell -----------------------------------------------------------------------------------
 
     def report(self, trial_id: int, budget: int, value: float) -> Decision:
-        trial = self._trial(trial_id)
+        try:  # inline, not `_trial`: a report is the hot path, and a try costs nothing
+            trial = self.trials[trial_id]
+        except KeyError:
+            raise never_suggested(trial_id) from None
         if budget < trial.budget:
             return _CONTINUE  # between rungs: most per-epoch reports end here
         return self._reach(trial_id, trial, budget, value)

@@ -175,7 +175,10 @@ class SynchronousHyperband:
         return None
 
     def report(self, trial_id: int, budget: int, value: float) -> Decision:
-        bracket = self._bracket_of(trial_id)
+        try:  # inline, not `_bracket_of`: a report is the hot path, and a try costs nothing
+            bracket = self.brackets[self.trial_bracket[trial_id]]
+        except KeyError:
+            raise never_suggested(trial_id) from None
         if budget < bracket.levels[bracket.k] or trial_id not in bracket.members:
             return _CONTINUE
         self.arrivals += 1
