@@ -456,6 +456,8 @@ def plan(
     from basht.store import Store
 
     experiment = load_experiment(file)
+    if json_out is not None:  # a folder that cannot be made fails now, not after the planning
+        json_out.parent.mkdir(parents=True, exist_ok=True)
     job = ShaJob.from_experiment(experiment)
     note = job_note(job, experiment.search.pruner)
     if note:
@@ -494,7 +496,6 @@ def plan(
     if line := emissions_line(result, intensity):
         console.print(line, soft_wrap=True)
     if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
         saved = plan_json(result, job, measured, intensity)
         json_out.write_text(json.dumps(saved, indent=2) + "\n")
         console.print(f"wrote {json_out}")

@@ -231,6 +231,16 @@ def test_basht_plan_prints_the_plan_and_writes_it(tmp_path):
     bad = _basht("plan", *example, "--deadline", "soon")
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0
     assert "deadline 'soon'" in bad.stderr
+    # A --json folder that cannot be made is said before planning, and nothing is printed.
+    (tmp_path / "a-file").write_text("")
+    blocked = _basht(
+        "plan", *example, "--deadline", "1h", "--json", str(tmp_path / "a-file/p.json")
+    )
+    assert blocked.returncode == 2 and not blocked.stdout
+    assert (
+        blocked.stderr.strip()
+        == f"error: {tmp_path / 'a-file'}: a file is there, where a folder is needed"
+    )
 
 
 def test_a_profile_from_a_stored_run_holds_every_epoch_it_trained(tmp_path):
