@@ -103,7 +103,8 @@ def test_reading_a_store_that_is_not_there_is_one_line_and_makes_none(tmp_path, 
     assert not (tmp_path / "nowhere").exists()
 
 
-def test_sigint_keeps_every_finished_trial_and_leaves_a_consistent_store(spec, tmp_path):
+def _long_run_once(spec: dict, tmp_path: Path, completed: int) -> subprocess.Popen[str]:
+    """`basht run` of 200 short trials in the background, once `completed` of them finished."""
     spec["workload"]["params"] = {"epoch_s": 0.1}
     spec["search"].update(max_budget=3, max_trials=200)
     path = tmp_path / "long.yaml"
@@ -112,8 +113,13 @@ def test_sigint_keeps_every_finished_trial_and_leaves_a_consistent_store(spec, t
     wait_for_trials(
         spec["store"],
         tmp_path / "basht.db",
-        lambda store, run: store.trial_counts(run.id).get("completed", 0) >= 3,
+        lambda store, run: store.trial_counts(run.id).get("completed", 0) >= completed,
     )
+    return proc
+
+
+def test_sigint_keeps_every_finished_trial_and_leaves_a_consistent_store(spec, tmp_path):
+    proc = _long_run_once(spec, tmp_path, completed=3)
     workers = psutil.Process(proc.pid).children(recursive=True)
     assert workers, "the run had no worker processes"
     proc.send_signal(signal.SIGINT)
@@ -161,16 +167,7 @@ def test_sigint_keeps_every_finished_trial_and_leaves_a_consistent_store(spec, t
 def test_sigint_on_a_peer_says_to_run_the_file_again_not_to_resume(spec, tmp_path):
     """`basht resume` continues native runs only: a peer's interrupted run does not point to it."""
     spec["system"] = "optuna"
-    spec["workload"]["params"] = {"epoch_s": 0.1}
-    spec["search"].update(max_budget=3, max_trials=200)
-    path = tmp_path / "peer.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    proc = run_in_background(path, tmp_path)
-    wait_for_trials(
-        spec["store"],
-        tmp_path / "basht.db",
-        lambda store, run: store.trial_counts(run.id).get("completed", 0) >= 1,
-    )
+    proc = _long_run_once(spec, tmp_path, completed=1)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
