@@ -88,3 +88,7 @@ def thread_probe(config: dict[str, Any], trial: Any) -> None:
 
 def not_a_dict(config: dict[str, Any], trial: Any) -> None:
     trial.report(1, accuracy=float("nan"))
+
+
+def silent(config: dict[str, Any], trial: Any) -> None:
+    """A plain function that returns without reporting anything."""

@@ -86,7 +86,42 @@ def _check_workload(experiment: Experiment, where: str) -> tuple[Any, Any]:
             f"{where}: workload.params: {spec.name} cannot be built with them "
             f"({type(err).__name__}: {_one_line(err)})"
         ) from None
+    _check_methods(workload, spec.name, where)
     return factory, workload
+
+
+# The calls a run makes on a class workload (the Workload protocol), as the engine makes them;
+# state_dict and load_state_dict are checked when there, as not every run pauses or resumes.
+_METHODS = (
+    ("load", ("config", "resources"), True),
+    ("train", ("epochs",), True),
+    ("validate", (), True),
+    ("test", (), True),
+    ("state_dict", (), False),
+    ("load_state_dict", ("state",), False),
+)
+
+
+def _check_methods(workload: Any, name: str, where: str) -> None:
+    """Each method a run calls is there and takes the arguments the engine passes it."""
+    for method, args, required in _METHODS:
+        call = getattr(workload, method, None)
+        if call is None and not required:
+            continue
+        shown = f"{method}({', '.join(args)})"
+        if not callable(call):
+            raise ExperimentError(f"{where}: workload.name: {name} has no method {shown}")
+        try:
+            signature = inspect.signature(call)
+        except (TypeError, ValueError):
+            continue
+        try:
+            signature.bind(*args)
+        except TypeError:
+            takes = signature.replace(return_annotation=signature.empty)
+            raise ExperimentError(
+                f"{where}: workload.name: {name}.{method}{takes} cannot be called as {shown}"
+            ) from None
 
 
 def _check_signature(factory: Any, params: dict[str, Any], where: str) -> None:
@@ -155,6 +190,14 @@ def _check_metric(experiment: Experiment, factory: Any, where: str) -> None:
     """`search.metric` against the names a workload declares it reports (`metrics`)."""
     reported = getattr(factory, "metrics", None)
     metric = experiment.search.metric
+    if reported is not None and (
+        not isinstance(reported, (tuple, list, set, frozenset))
+        or not all(isinstance(m, str) for m in reported)
+    ):
+        raise ExperimentError(
+            f"{where}: workload.name: {experiment.workload.name}.metrics must be a tuple of "
+            f"metric names, such as ('accuracy', 'loss'), not {reported!r}"
+        )
     if reported and metric not in reported:
         raise ExperimentError(
             f"{where}: search.metric: {experiment.workload.name} does not report {metric!r} "

@@ -9,10 +9,12 @@ with timed("train", sink=records.append):   # as a context manager
 
 from __future__ import annotations
 
+import functools
+import inspect
 import time
 from collections.abc import Callable
-from contextlib import ContextDecorator
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -28,7 +30,7 @@ class Timing:
     error: str | None = None
 
 
-class timed(ContextDecorator):  # noqa: N801 - reads as an annotation: @timed("setup")
+class timed:  # noqa: N801 - reads as an annotation: @timed("setup")
     """Time a block or every call of a function; hand each Timing to `sink` and keep the last.
 
     Exceptions (KeyboardInterrupt too) pass through untouched; the timing records them as aborted.
@@ -38,21 +40,55 @@ class timed(ContextDecorator):  # noqa: N801 - reads as an annotation: @timed("s
         self.name, self.sink = name, sink
         self.last: Timing | None = None
         self.history: list[Timing] = []
+        self._starts: list[tuple[float, float]] = []  # nested `with` blocks, innermost last
 
     def __enter__(self) -> timed:
-        self._wall = time.time()
-        self._mono = time.perf_counter()
+        self._starts.append((time.time(), time.perf_counter()))
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        duration = time.perf_counter() - self._mono
+        self._record(*self._starts.pop(), exc_type, exc)
+        return False
+
+    def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        """Each call keeps its own start, so recursive, threaded and concurrent async calls are
+        timed apart; an async function is timed until its result, not its coroutine's creation."""
+        if inspect.iscoroutinefunction(func):
+
+            @functools.wraps(func)
+            async def timed_coroutine(*args: Any, **kwargs: Any) -> Any:
+                with _Call(self):
+                    return await func(*args, **kwargs)
+
+            return timed_coroutine
+
+        @functools.wraps(func)
+        def timed_call(*args: Any, **kwargs: Any) -> Any:
+            with _Call(self):
+                return func(*args, **kwargs)
+
+        return timed_call
+
+    def _record(self, wall: float, mono: float, exc_type, exc) -> None:
+        duration = time.perf_counter() - mono
         error = None
         if exc_type is not None:
             error = type(exc).__name__ if not str(exc) else f"{type(exc).__name__}: {exc}"
-        self.last = Timing(
-            self.name, self._wall, self._wall + duration, duration, exc_type is not None, error
-        )
+        self.last = Timing(self.name, wall, wall + duration, duration, exc_type is not None, error)
         self.history.append(self.last)
         if self.sink is not None:
             self.sink(self.last)
+
+
+class _Call:
+    """One call of a decorated function, with its own start, recorded by its `timed`."""
+
+    def __init__(self, owner: timed):
+        self.owner = owner
+
+    def __enter__(self) -> None:
+        self.wall, self.mono = time.time(), time.perf_counter()
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        self.owner._record(self.wall, self.mono, exc_type, exc)
         return False

@@ -431,6 +431,8 @@ class Tuner:
         state, error = event.kind, event.error
         if trial.failure is not None:
             state, error = "failed", trial.failure
+        elif state == "completed" and trial.value is None:  # a function that never reported
+            state, error = "failed", "the workload ended without a report (call trial.report)"
         decision = None
         if event.kind == "paused" and event.path:
             if self.checkpoint_dir is None:

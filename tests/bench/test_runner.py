@@ -176,6 +176,19 @@ def test_a_failed_trial_counts_the_segment_it_failed_in(spec, tmp_path, crash_at
             assert t.train_s >= 0.3
 
 
+def test_a_function_that_never_reports_fails_its_trials_in_one_line(spec, tmp_path):
+    spec["workload"] = {"name": "tests.user_workloads:silent"}
+    spec["space"] = {"x": {"type": "float", "low": 0.1, "high": 1.0}}
+    spec["search"].update(max_trials=2, max_budget=3)
+    with pytest.raises(BashtError, match="no trial produced a result"):
+        run_benchmark(Experiment.from_dict(spec), results_root=tmp_path / "results")
+    store = Store(spec["store"])
+    (run,) = store.list_runs()
+    trials = store.trials(run.id)
+    assert [t.state for t in trials] == ["failed", "failed"]
+    assert all(t.error == "the workload ended without a report (call trial.report)" for t in trials)
+
+
 def test_a_plain_function_workload_runs_and_reports_per_epoch(spec, tmp_path):
     spec["workload"] = {"name": "tests.user_workloads:objective"}
     spec["space"] = {"x": {"type": "float", "low": 0.1, "high": 1.0}}
