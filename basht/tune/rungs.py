@@ -27,6 +27,8 @@ def rung_levels(min_budget: int, max_budget: int, eta: int, s: int = 0) -> list[
     When max_budget is an exact power the top rung is that power; otherwise survivors of the last
     geometric rung still train to max_budget (as Ray's `max_t` does), so no trial is cut short.
     """
+    if eta < 2 or min_budget < 1:  # either would never reach max_budget
+        raise ValueError(f"rungs need eta >= 2 and min_budget >= 1, got {eta} and {min_budget}")
     levels = []
     budget = min_budget * eta**s
     while budget < max_budget:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from basht.space import Float, SearchSpace
 from basht.tune.rungs import Rung, ilog, rung_levels
 
 
@@ -54,3 +56,12 @@ def test_add_says_whether_the_result_ranks_in_the_top_fraction(values, eta):
         goes_on = rung.add(i, v, i)
         rank = sorted(range(i + 1), key=lambda j: (values[j], j)).index(i)
         assert goes_on == (rank < max(1, (i + 1) // eta))
+
+
+@pytest.mark.parametrize("make", ["SHA", "Hyperband", "ASHA", "AsyncHyperband"])
+def test_an_eta_below_2_is_refused_not_looped_on(make):
+    import basht.tune
+
+    space = SearchSpace({"x": Float(0.0, 1.0)})
+    with pytest.raises(ValueError, match="eta"):
+        getattr(basht.tune, make)(space, metric="m", max_budget=9, eta=1)
