@@ -65,6 +65,8 @@ def main() -> None:
         default=Path(__file__).parent / "results" / "asha_mispromotions.json",
     )
     args = parser.parse_args()
+    if args.workers < 1:
+        parser.error(f"--workers: expected 1 or more, got {args.workers}")
     names = ("SHA", "ASHA", "ASHA capped")
     runs = [run(n, args.workers, s, args.target) for s in args.seeds for n in names]
     sha = {r["seed"]: r["time_to_target_s"] for r in runs if r["algorithm"] == "SHA"}

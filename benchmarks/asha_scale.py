@@ -57,6 +57,7 @@ from rich.console import Console
 from rich.table import Table
 
 from basht.engine import RecordedCurves, SyntheticCurve
+from basht.errors import BashtError
 from basht.space import Float, Int, SearchSpace
 from basht.tune import ASHA, SHA, AsyncHyperband, Hyperband
 from basht.tune.simulate import first_reaching, median_time, simulate
@@ -297,8 +298,25 @@ def main() -> None:
         "--out", type=Path, default=Path(__file__).parent / "results" / "asha_scale.json"
     )
     args = parser.parse_args()
+    if min(args.workers) < 1:
+        parser.error(f"--workers: expected 1 or more each, got {min(args.workers)}")
+    if args.trials_per_worker < 1:
+        parser.error(f"--trials-per-worker: expected 1 or more, got {args.trials_per_worker}")
+    if args.eta < 2:
+        parser.error(f"--eta: expected 2 or more, got {args.eta}")
+    if args.max_budget < 1:
+        parser.error(f"--max-budget: expected 1 or more, got {args.max_budget}")
+    if args.target_top is not None and not 0 < args.target_top <= 1:
+        parser.error(f"--target-top: expected a fraction in (0, 1], got {args.target_top:g}")
+    if not 0 <= args.straggler_p <= 1:
+        parser.error(f"--straggler-p: expected a chance in [0, 1], got {args.straggler_p:g}")
+    if args.straggler_factor < 0:
+        parser.error(f"--straggler-factor: expected 0 or more, got {args.straggler_factor:g}")
     seeds_large = args.seeds_large if args.seeds_large is not None else args.seeds
-    curves = RecordedCurves.load(args.curves) if args.curves else None
+    try:
+        curves = RecordedCurves.load(args.curves) if args.curves else None
+    except BashtError as err:
+        parser.error(f"--curves: {err}")
     if args.target_top is not None and args.target is not None:
         parser.error("give --target or --target-top, not both")
     if args.target is not None:

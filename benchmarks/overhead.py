@@ -64,6 +64,10 @@ def main() -> None:
         "--out", type=Path, default=Path(__file__).parent / "results" / "overhead.json"
     )
     args = parser.parse_args()
+    if args.trials < 1 or args.workers < 1:
+        parser.error(
+            f"--trials and --workers: expected 1 or more, got {args.trials}, {args.workers}"
+        )
 
     rows = []
     floor_s = bare_pool(args.trials, args.workers)

@@ -48,6 +48,10 @@ def main() -> None:
         "--out", type=Path, default=Path(__file__).parent / "results" / "packing.json"
     )
     args = parser.parse_args()
+    if args.groups < 1:
+        parser.error(f"--groups: expected 1 or more, got {args.groups}")
+    if args.capacity < 1:  # every trial needs at least one unit
+        parser.error(f"--capacity: expected 1 or more, got {args.capacity:g}")
     rng = np.random.default_rng(args.seed)
     ratios: dict[str, list[float]] = {"fluid": [], "fifo": []}
     utilisation: dict[str, list[float]] = {"fluid": [], "fifo": []}

@@ -46,7 +46,8 @@ from _results import write_results
 from rich.console import Console
 from rich.table import Table
 
-from basht.bench.systems.compare import run_comparison
+from basht.bench.systems.compare import parse_systems, run_comparison
+from basht.errors import BashtError
 from basht.experiment import load_experiment
 from basht.report.compare import compare_rows
 from basht.report.html import write_comparison_report
@@ -125,13 +126,21 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=None, help="keep runs and report here")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "peers.json")
     args = parser.parse_args()
+    if args.seeds < 1:
+        parser.error(f"--seeds: expected 1 or more, got {args.seeds}")
+    if args.max_trials is not None and args.max_trials < 1:
+        parser.error(f"--max-trials: expected 1 or more, got {args.max_trials}")
+    try:
+        systems = parse_systems(args.systems)
+        loaded = [load_experiment(path) for path in args.experiment]
+    except BashtError as err:
+        parser.error(str(err))
     console = Console(width=200)
 
     results = args.results or Path(tempfile.mkdtemp(prefix="basht-peers-"))
     store_url = f"sqlite:///{results / 'basht.db'}"
     experiments = []
-    for path in args.experiment:
-        experiment = load_experiment(path)
+    for experiment in loaded:
         search = experiment.search
         if args.max_trials is not None:
             search = search.model_copy(update={"max_trials": args.max_trials})
@@ -139,7 +148,7 @@ def main() -> None:
     experiment = experiments[0]
     comparison = run_comparison(
         experiments,
-        args.systems.split(","),
+        systems,
         repeat=args.seeds,
         target=args.target,
         results_root=results,

@@ -185,6 +185,10 @@ def main() -> None:
         "--out", type=Path, default=Path(__file__).parent / "results" / "rubberband_plan.json"
     )
     args = parser.parse_args()
+    for option in ("runs", "deadlines", "small_max_instances"):
+        if getattr(args, option) < 1:
+            flag = "--" + option.replace("_", "-")
+            parser.error(f"{flag}: expected 1 or more, got {getattr(args, option)}")
 
     small, large = ShaJob(27, 1, 27, 3), ShaJob(81, 1, 81, 3)
     large_cap = default_max_instances(large, illustrative_profile("good scaling"))

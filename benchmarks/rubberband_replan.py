@@ -21,7 +21,7 @@ an aws:p3.8xlarge). The job is SHA over 81 configurations, 1..81 epochs, eta 3; 
 halfway between the fastest and the slowest static cluster of up to `--max-instances`, and the
 plan meets it at p95.
 
-    python benchmarks/rubberband_replan.py [--speeds 0.7 0.85 1 1.15 1.3] [--runs-per-speed 40]
+    python benchmarks/rubberband_replan.py [--speeds 0.7 0.85 1 1.15 1.3] [--runs-per-speed 100]
         [--max-instances 8] [--sims 200] [--out FILE]
 """
 
@@ -131,13 +131,19 @@ def summarise(runs: list[dict], deadline_s: float) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--speeds", type=float, nargs="+", default=[0.7, 0.85, 1.0, 1.15, 1.3])
-    parser.add_argument("--runs-per-speed", type=int, default=40)
+    parser.add_argument("--runs-per-speed", type=int, default=100)
     parser.add_argument("--max-instances", type=int, default=8)
     parser.add_argument("--sims", type=int, default=200, help="simulated runs per plan")
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "rubberband_replan.json"
     )
     args = parser.parse_args()
+    for option in ("runs_per_speed", "max_instances", "sims"):
+        if getattr(args, option) < 1:
+            flag = "--" + option.replace("_", "-")
+            parser.error(f"{flag}: expected 1 or more, got {getattr(args, option)}")
+    if min(args.speeds) <= 0:
+        parser.error(f"--speeds: expected more than 0 each, got {min(args.speeds):g}")
 
     base = illustrative_profile("poor scaling")
     probe = Simulator(JOB, base, runs=args.sims, max_instances=args.max_instances)

@@ -280,6 +280,10 @@ def main() -> None:
         "--out", type=Path, default=Path(__file__).parent / "results" / "scheduler.json"
     )
     args = parser.parse_args()
+    if min(args.sizes) < 1:
+        parser.error(f"--sizes: expected 1 or more trials each, got {min(args.sizes)}")
+    if args.cap_s <= 0:
+        parser.error(f"--cap-s: expected more than 0 s, got {args.cap_s:g}")
 
     import optuna
 
