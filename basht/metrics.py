@@ -32,9 +32,11 @@ from basht.energy.monitor import IDLE_KINDS, UNMEASURED, source_label
 from basht.store import Store
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from basht.energy.pricing import Price
     from basht.experiment import Experiment
-    from basht.store import InstanceRow
+    from basht.store import InstanceRow, PhaseRow
 
 #: Trials whose compute counts as wasted: crashed, aborted, or stopped early by the pruner.
 DEFAULT_WASTED_STATES = ("failed", "aborted", "stopped")
@@ -61,7 +63,8 @@ def job_completion_s(store: Store, run_id: str) -> float | None:
     """Deploy start to test end; a resumed run adds up its attempts (the time between is not work).
     An attempt whose driver was killed counts until the last moment its records show it alive."""
     spans: dict[int, dict[str, float]] = {}
-    for p in store.phases(run_id):
+    phases = store.phases(run_id)
+    for p in phases:
         attempt = spans.setdefault(p.attempt, {"last": p.end})
         if p.name == "deploy":
             attempt["start"] = p.start
@@ -71,7 +74,7 @@ def job_completion_s(store: Store, run_id: str) -> float | None:
             attempt["last"] = max(attempt["last"], p.end)
     if not any("end" in a for a in spans.values()):
         return None
-    killed = _killed_ends(store, run_id)
+    killed = _killed_ends(store, run_id, phases)
     return sum(
         a.get("end", max(a["last"], killed.get(n, a["last"]))) - a["start"]
         for n, a in spans.items()
@@ -90,24 +93,26 @@ def _attempt_spans(store: Store, run_id: str) -> dict[int, tuple[float, float, f
     alive, or the last phase recorded)."""
     times: dict[int, list[float]] = defaultdict(list)
     deployed: dict[int, float] = {}
-    for p in store.phases(run_id):
+    phases = store.phases(run_id)
+    for p in phases:
         times[p.attempt].extend((p.start, p.end))
         if p.name == "deploy":
             deployed[p.attempt] = p.end
-    killed = _killed_ends(store, run_id)
+    killed = _killed_ends(store, run_id, phases)
     return {
         attempt: (min(t), deployed.get(attempt, max(t)), max([*t, killed.get(attempt, 0.0)]))
         for attempt, t in times.items()
     }
 
 
-def _killed_ends(store: Store, run_id: str) -> dict[int, float]:
+def _killed_ends(store: Store, run_id: str, phases: Sequence[PhaseRow]) -> dict[int, float]:
     """When each attempt whose driver was killed (no undeploy, and resumed since) was last seen
     alive in the store: its run phase, cut short, was never recorded, but its trials, reports
-    and power samples were, and the resources were held until then."""
+    and power samples were, and the resources were held until then. `phases` are the run's,
+    as the caller read them."""
     starts: dict[int, float] = {}
     undeployed: set[int] = set()
-    for p in store.phases(run_id):
+    for p in phases:
         starts[p.attempt] = min(p.start, starts.get(p.attempt, p.start))
         if p.name == "undeploy":
             undeployed.add(p.attempt)
