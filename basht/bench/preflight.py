@@ -206,16 +206,15 @@ def _check_metric(experiment: Experiment, factory: Any, where: str) -> None:
 
 
 def _check_unbounded(experiment: Experiment, factory: Any, where: str) -> None:
-    """Unbounded ASHA needs trials that pause at rungs: a plain function cannot checkpoint, so
-    it gets the stopping variant, which runs each trial to a top rung there would not be."""
-    if experiment.system != "native" or experiment.search.max_budget is not None:
+    """What native's algorithm would refuse at deploy (`basht.tune.factory.check_unbounded`)."""
+    if experiment.system != "native":
         return
-    if is_function_workload(factory):
-        raise ExperimentError(
-            f"{where}: search.max_budget: null (unbounded) needs a workload that checkpoints; "
-            f"{experiment.workload.name} is a plain function, stopped rather than paused at "
-            "rungs: give a max_budget"
-        )
+    from basht.tune.factory import check_unbounded
+
+    try:
+        check_unbounded(experiment, can_checkpoint=not is_function_workload(factory))
+    except BashtError as err:
+        raise ExperimentError(f"{where}: {err}") from None
 
 
 def _check_devices(experiment: Experiment, where: str) -> None:

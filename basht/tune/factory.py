@@ -24,14 +24,8 @@ def make_algorithm(
         "max_trials": search.max_trials,
     }
     space = experiment.search_space
+    check_unbounded(experiment, can_checkpoint)
     variant = "promotion" if can_checkpoint else "stopping"
-    if variant == "stopping" and search.max_budget is None:
-        # Stopping runs each trial to the top rung in one go: without a top it would never end.
-        raise BashtError(
-            f"search.max_budget: null (unbounded) needs a workload that checkpoints; "
-            f"{experiment.workload.name} is a plain function, stopped rather than paused at rungs: "
-            "give a max_budget"
-        )
     budgets = {"min_budget": search.min_budget, "max_budget": search.max_budget, "eta": search.eta}
     if search.pruner == "none":
         assert search.max_budget is not None
@@ -44,6 +38,17 @@ def make_algorithm(
         n_configs = search.max_trials if one_bracket else None
         return SHA(space, n_configs=n_configs, **budgets, **common)
     return Hyperband(space, **budgets, **common)
+
+
+def check_unbounded(experiment: Experiment, can_checkpoint: bool) -> None:
+    """Unbounded ASHA needs trials that pause at rungs: a workload that cannot checkpoint gets
+    the stopping variant, which runs each trial to a top rung there would not be."""
+    if not can_checkpoint and experiment.search.max_budget is None:
+        raise BashtError(
+            f"search.max_budget: null (unbounded) needs a workload that checkpoints; "
+            f"{experiment.workload.name} is a plain function, stopped rather than paused at rungs: "
+            "give a max_budget"
+        )
 
 
 def describe(experiment: Experiment, algorithm: Algorithm) -> str:
