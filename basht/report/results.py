@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +10,7 @@ from basht.energy.monitor import J_PER_KWH
 from basht.report.plan import cluster_summary
 from basht.report.runstats import energy_by_node
 from basht.store import Store
+from basht.store.repository import nan_to_null
 
 
 def build_summary(store: Store, run_id: str) -> dict[str, Any]:
@@ -19,7 +19,7 @@ def build_summary(store: Store, run_id: str) -> dict[str, Any]:
     run = store.get_run(run_id)
     experiment = store.get_experiment(run.experiment_id)
     trials = store.trials(run.id)
-    return _clean(
+    return nan_to_null(
         {
             "run_id": run.id,
             "experiment": experiment.spec,
@@ -115,21 +115,10 @@ def ray_nodes_summary(
     ]
 
 
-def _clean(value: Any) -> Any:
-    """JSON has no NaN or infinity: write null instead of an invalid file."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_clean(v) for v in value]
-    return value
-
-
 def write_results_json(summary: dict[str, Any], results_dir: Path) -> Path:
     results_dir.mkdir(parents=True, exist_ok=True)
     path = results_dir / "results.json"
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(_clean(summary), indent=2, sort_keys=False))
+    tmp.write_text(json.dumps(nan_to_null(summary), indent=2, sort_keys=False))
     tmp.replace(path)
     return path

@@ -93,13 +93,15 @@ def _utc_now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
-def _finite(value: Any) -> Any:
+def nan_to_null(value: Any) -> Any:
+    """`value` with every NaN or infinite float as None: JSON has neither (results.json and
+    PostgreSQL's json type write null for them)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: nan_to_null(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
+        return [nan_to_null(v) for v in value]
     return value
 
 
@@ -110,7 +112,7 @@ def _json_without_nan(value: Any) -> str:
     try:
         return json.dumps(value, allow_nan=False)
     except ValueError:
-        return json.dumps(_finite(value), allow_nan=False)
+        return json.dumps(nan_to_null(value), allow_nan=False)
 
 
 def _one_line(err: BaseException) -> str:
