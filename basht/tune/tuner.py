@@ -449,10 +449,8 @@ class Tuner:
             log.warning("trial %d failed: %s", event.trial_id, error)
             if self._logging and (event.load_s or event.train_s):  # the segment that failed
                 self.store.add_trial_time(trial.row_id, load_s=event.load_s, train_s=event.train_s)
-            elif self._logging and event.kind == "failed" and trial.segment is not None:
-                # Its worker died in it and cannot say: timed on this clock, as when aborted.
-                kind, since = trial.segment
-                self.store.add_trial_time(trial.row_id, **{kind: max(0.0, self.clock() - since)})
+            elif self._logging and event.kind == "failed":
+                self._time_cut_segment(trial, self.clock())  # its worker died in it
         if self._deferred and trial_id in self._deferred:
             self._deferred.discard(trial_id)
             if state == "paused":
@@ -508,11 +506,16 @@ class Tuner:
             self._move(trial, "aborted")
             if self.on_trial is not None and trial.worker is not None:
                 self.on_trial(trial_id, trial.worker, "aborted")
-            if trial.segment is not None:  # the load or epoch it was in: held the worker too
-                kind, since = trial.segment
-                self.store.add_trial_time(trial.row_id, **{kind: max(0.0, now - since)})
+            self._time_cut_segment(trial, now)
             self.store.update_trial(trial.row_id, state="aborted", ended_at=now)
         self._running.clear()
+
+    def _time_cut_segment(self, trial: _Trial, now: float) -> None:
+        """Add the load or epoch a trial was cut short in (it held the worker too), timed on
+        this clock from when it began: a worker that died or was stopped cannot say."""
+        if trial.segment is not None:
+            kind, since = trial.segment
+            self.store.add_trial_time(trial.row_id, **{kind: max(0.0, now - since)})
 
     def _close_paused(self) -> None:
         """The run is over, so a trial still paused will never resume: it was stopped early."""
