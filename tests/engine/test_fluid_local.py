@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -123,13 +125,21 @@ class _Events:
         raise AssertionError(f"no {kind} from trial {trial_id}")
 
 
-def test_a_trial_starts_at_its_planned_width_not_the_last_trials():
-    ref = WorkloadRef("tests.engine.test_fluid_local:OmpProbe")
+@contextlib.contextmanager
+def _fluid_pair(ref: WorkloadRef) -> Iterator[tuple[LocalExecutor, _Events]]:
+    """Two fluid workers of one thread each, set up for `ref`; shut down after."""
     ex = LocalExecutor(workers=2, threads=1, scheduler="fluid")
     ex.start()
-    events = _Events(ex)
     try:
         ex.setup(ref)
+        yield ex, _Events(ex)
+    finally:
+        ex.shutdown()
+
+
+def test_a_trial_starts_at_its_planned_width_not_the_last_trials():
+    ref = WorkloadRef("tests.engine.test_fluid_local:OmpProbe")
+    with _fluid_pair(ref) as (ex, events):
         ex.submit(TrialTask(1, {}, ref, seed=0), worker=0)  # alone: both cores
         alone = events.next(1, "report")
         ex.submit(TrialTask(2, {}, ref, seed=0), worker=1)
@@ -148,8 +158,6 @@ def test_a_trial_starts_at_its_planned_width_not_the_last_trials():
         for trial_id in (3, 4):
             ex.command(trial_id, COMPLETE)
             events.next(trial_id, "completed")
-    finally:
-        ex.shutdown()
     assert alone.metrics["cpus"] == alone.metrics["omp"] == 2
     # Trials 3 and 4 share the two cores: one thread each, not two more on worker 0.
     assert [r.metrics["omp"] for r in reports] == [r.metrics["cpus"] for r in reports] == [1, 1]
@@ -157,11 +165,7 @@ def test_a_trial_starts_at_its_planned_width_not_the_last_trials():
 
 def test_a_function_trial_takes_its_new_width():
     ref = WorkloadRef("tests.engine.test_fluid_local:omp_steps")
-    ex = LocalExecutor(workers=2, threads=1, scheduler="fluid")
-    ex.start()
-    events = _Events(ex)
-    try:
-        ex.setup(ref)
+    with _fluid_pair(ref) as (ex, events):
         ex.submit(TrialTask(1, {}, ref, seed=0, target_budget=3), worker=0)  # alone: both cores
         steps = [events.next(1, "report")]
         ex.submit(TrialTask(2, {}, ref, seed=0, target_budget=1), worker=1)
@@ -174,6 +178,4 @@ def test_a_function_trial_takes_its_new_width():
         steps.append(events.next(1, "report"))
         ex.command(1, COMPLETE)
         events.next(1, "completed")
-    finally:
-        ex.shutdown()
     assert [step.metrics["omp"] for step in steps] == [2, 1, 2]
