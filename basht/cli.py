@@ -613,7 +613,9 @@ def main() -> None:
     except BashtError as err:
         _error(str(err))
     except OSError as err:  # a path that cannot be written or read: the user's to fix as well
-        _error(_path_problem(err))
+        from basht.report.paths import path_problem
+
+        _error(path_problem(err))
     except (KeyboardInterrupt, typer.Abort):
         _interrupted(None)
     except typer.TyperException as err:  # a bad option or argument: typer's own click says why
@@ -645,18 +647,6 @@ def _interrupted(run: RunInterrupted | None) -> NoReturn:
         message = "interrupted: finished trials are kept in the store"
     err_console.print(escape(message), highlight=False, soft_wrap=True)
     sys.exit(130)
-
-
-def _path_problem(err: OSError) -> str:
-    """What is wrong with a path, in one line. Making a folder where a file is fails with
-    'File exists', which reads as if the folder were there: say it is a file."""
-    if not (err.filename and err.strerror):
-        return str(err)
-    if isinstance(err, FileExistsError) and not Path(err.filename).is_dir():
-        return f"{err.filename}: a file is there, where a folder is needed"
-    if isinstance(err, NotADirectoryError):
-        return f"{err.filename}: a file is in the way (not a folder)"
-    return f"{err.filename}: {err.strerror}"
 
 
 def _error(message: str) -> NoReturn:

@@ -184,7 +184,10 @@ def test_a_results_folder_that_cannot_be_made_is_one_line_before_anything_is_sto
     (tmp_path / "a-file").write_text("")
     proc = _basht("run", "-q", str(write_spec(spec)), "--results", "a-file/x", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip() == "error: results: cannot create a-file/x (a file is in the way)"
+    # Said as everywhere else a file stands where a folder is needed: naming that file.
+    assert proc.stderr.strip() == (
+        "error: results: cannot create a-file/x (a-file: a file is there, where a folder is needed)"
+    )
     assert not Store(spec["store"]).list_runs()
     run_proc = _basht("run", "-q", str(write_spec(spec)), cwd=tmp_path)
     assert run_proc.returncode == 0, run_proc.stderr
@@ -230,3 +233,47 @@ def test_the_basht_command_finds_a_workload_in_the_folder_it_runs_in(spec, write
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run,) = Store(spec["store"]).list_runs()
     assert run.status == "completed" and run.best_value is not None
+
+
+NAN_LOSS = '''
+class NanLoss:
+    """Learns, but its loss diverged: NaN in every report and in the test metrics."""
+
+    def __init__(self, seed=0):
+        self.epoch = 0
+
+    def load(self, config, resources):
+        pass
+
+    def train(self, epochs):
+        self.epoch += epochs
+
+    def validate(self):
+        return {"accuracy": 0.1 * self.epoch, "loss": float("nan")}
+
+    def test(self):
+        return {"accuracy": 0.1 * self.epoch, "loss": float("nan")}
+
+    def state_dict(self):
+        return {"epoch": self.epoch}
+
+    def load_state_dict(self, state):
+        self.epoch = state["epoch"]
+'''
+
+
+def test_a_nan_test_metric_is_null_in_results_json_and_the_printed_report(
+    spec, write_spec, tmp_path
+):
+    (tmp_path / "nanloss.py").write_text(NAN_LOSS)
+    spec["workload"] = {"name": "nanloss:NanLoss"}
+    proc = _basht("run", "-q", str(write_spec(spec)), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    (run,) = Store(spec["store"]).list_runs()
+    text = (Path(run.results_dir) / "results.json").read_text()
+    assert "NaN" not in text and json.loads(text)["test_metrics"] == {"accuracy": 0.2, "loss": None}
+    shown = _basht("report", run.id, "--store", spec["store"], "--json", cwd=tmp_path)
+    assert json.loads(shown.stdout)["test_metrics"] == json.loads(text)["test_metrics"]
+    printed = _basht("report", run.id, "--store", spec["store"], cwd=tmp_path)
+    lines = [" ".join(line.strip("│ ").split()) for line in printed.stdout.splitlines()]
+    assert "test loss │ -" in lines

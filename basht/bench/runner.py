@@ -16,6 +16,7 @@ from basht.bench.timing import Timing, timed
 from basht.errors import BashtError, RunInterrupted
 from basht.experiment import DERIVED_KEYS, Experiment, SearchSpec
 from basht.metrics import compute_metrics, operating_cost_usd
+from basht.report.paths import path_problem
 from basht.report.results import build_summary, write_results_json
 from basht.store import Store
 from basht.workloads.base import about_workload
@@ -124,9 +125,7 @@ def _make_results_root(root: Path) -> None:
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        in_the_way = isinstance(err, FileExistsError | NotADirectoryError)
-        problem = "a file is in the way" if in_the_way else err.strerror
-        raise BashtError(f"results: cannot create {root} ({problem})") from None
+        raise BashtError(f"results: cannot create {root} ({path_problem(err)})") from None
 
 
 def resume_benchmark(
@@ -189,7 +188,9 @@ def _execute(
         try:
             results_dir.mkdir(parents=True, exist_ok=True)
         except OSError as err:
-            raise BashtError(f"results: cannot create {results_dir} ({err.strerror})") from None
+            raise BashtError(
+                f"results: cannot create {results_dir} ({path_problem(err)})"
+            ) from None
         ctx.monitor = start_monitor(ctx.experiment, store, run_id, ctx.resume)
         if ctx.experiment.measure.prometheus_port is not None:
             ctx.exporter = start_exporter(ctx, ctx.experiment.measure.prometheus_port)

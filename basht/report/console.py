@@ -48,6 +48,8 @@ def result_tables(summary: dict[str, Any]) -> Group:
         add(f"test {name}", _fmt(value))
     counts = summary["trial_counts"]
     add("trials", ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "none")
+    for label, reason in trial_errors(summary.get("trials", [])):
+        add(label, reason)
     if summary.get("stop_reason"):
         add("search ended", summary["stop_reason"])
     # Paths and URLs are there to be copied: folded onto the next line, never cut short.
@@ -82,6 +84,36 @@ def result_tables(summary: dict[str, Any]) -> Group:
     if summary.get("energy"):
         parts.append(energy_table(summary["energy"]))
     return Group(*parts)
+
+
+#: Reasons shown at most; results.json keeps every trial's.
+_REASONS_SHOWN = 5
+#: Trial numbers shown at most beside one reason.
+_TRIALS_SHOWN = 8
+
+
+def trial_errors(trials: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """Why trials failed (or were cut short), a row per reason with the trials it ended: a count
+    of failed trials alone sends the user to results.json to learn why."""
+    ended: dict[tuple[str, str], list[int]] = {}
+    for trial in trials:
+        if trial.get("error"):
+            ended.setdefault((trial["state"], trial["error"]), []).append(trial["trial"])
+    rows = [
+        (f"{state} ({_trial_numbers(numbers)})", why) for (state, why), numbers in ended.items()
+    ]
+    if len(rows) > _REASONS_SHOWN:
+        more = len(rows) - _REASONS_SHOWN + 1
+        rows[_REASONS_SHOWN - 1 :] = [("…", f"{more} more reasons, in results.json")]
+    return rows
+
+
+def _trial_numbers(numbers: list[int]) -> str:
+    """`trial 3`, `trials 0, 4`, or the first few of many and how many more."""
+    shown = ", ".join(str(n) for n in numbers[:_TRIALS_SHOWN])
+    if (more := len(numbers) - _TRIALS_SHOWN) > 0:
+        shown += f" and {more} more"
+    return f"trial {shown}" if len(numbers) == 1 else f"trials {shown}"
 
 
 def describe_workload(workload: dict[str, Any] | None) -> str:

@@ -24,7 +24,9 @@ from basht.report.console import (
     energy_rows,
     fmt,
     ray_node_rows,
+    trial_errors,
 )
+from basht.report.paths import check_writable
 from basht.report.plan import (
     CLUSTER_TOTAL_COLUMNS,
     cluster_notes,
@@ -86,11 +88,22 @@ def _image(path: Path, alt: str, caption: str) -> str:
     )
 
 
-def _table(head: Sequence[str], rows: Iterable[Sequence[Any]], numeric_from: int = 1) -> str:
-    out = ["<table><thead><tr>", *(f"<th>{_e(h)}</th>" for h in head), "</tr></thead><tbody>"]
+def _table(
+    head: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    numeric_from: int = 1,
+    numeric_to: int | None = None,
+) -> str:
+    """Columns numeric_from up to (not including) numeric_to are numbers, aligned right; the
+    text after them (a unit, a source) reads from the left, as on the console."""
+    numeric = range(numeric_from, len(head) if numeric_to is None else numeric_to)
+    out = ["<table>"]
+    if any(head):  # a table of labels and values has no headings: no empty grey row either
+        out += ["<thead><tr>", *(f"<th>{_e(h)}</th>" for h in head), "</tr></thead>"]
+    out.append("<tbody>")
     for row in rows:
         cells = [
-            f'<td class="num">{_e(c)}</td>' if i >= numeric_from else f"<td>{_e(c)}</td>"
+            f'<td class="num">{_e(c)}</td>' if i in numeric else f"<td>{_e(c)}</td>"
             for i, c in enumerate(row)
         ]
         out.append("<tr>" + "".join(cells) + "</tr>")
@@ -135,6 +148,7 @@ def run_sections(summary: dict[str, Any], plots: dict[str, Path] | None) -> list
         (f"best validation {best['metric']} ({best['mode']})", fmt(best["value"])),
         *((f"test {k}", fmt(v)) for k, v in summary["test_metrics"].items()),
         ("trials", ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none"),
+        *trial_errors(summary.get("trials", [])),
     ]
     if summary.get("stop_reason"):
         head.append(("search ended", summary["stop_reason"]))
@@ -154,10 +168,10 @@ def run_sections(summary: dict[str, Any], plots: dict[str, Path] | None) -> list
         "<h2>Result</h2>",
         _table(("", ""), head, numeric_from=2),
         "<h2>Phases</h2>",
-        _table(("phase", "duration (s)", *["ended"] * aborted), phases),
+        _table(("phase", "duration (s)", *["ended"] * aborted), phases, numeric_to=2),
         *_cluster_sections(summary),
         "<h2>Metrics</h2>",
-        _table(("metric", "value", "unit", "source"), metrics, numeric_from=1),
+        _table(("metric", "value", "unit", "source"), metrics, numeric_to=2),
         "<h2>Energy by node</h2>",
         _table(ENERGY_COLUMNS, energy_rows(summary.get("energy", [])), numeric_from=3),
         "<h2>Plots</h2>",
@@ -254,8 +268,7 @@ def write_run_report(store: Store, run_id: str, out: Path | None = None) -> Path
     from basht.report.plots import write_run_plots
 
     run = store.get_run(run_id)
-    path = Path(out or Path(run.results_dir) / REPORT)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = check_writable(Path(out or Path(run.results_dir) / REPORT))
     with tempfile.TemporaryDirectory(prefix="basht-plots-") as scratch:
         folder = Path(scratch) if out is not None else None
         plots = _try_plots(write_run_plots, store, run.id, folder)
@@ -268,11 +281,10 @@ def write_comparison_report(store: Store, comparison: Comparison, out: Path | No
     from basht.report.plots import write_comparison_plots, write_run_plots
 
     folder = Path(comparison.folder)
+    path = check_writable(Path(out or folder / REPORT))
     plots = _try_plots(write_comparison_plots, store, comparison.pairs(), folder, comparison.target)
     run_plots = None
     if plots is not None:
         run_plots = {run_id: write_run_plots(store, run_id) for _, run_id in comparison.pairs()}
-    path = Path(out or folder / REPORT)
-    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(comparison_html(store, comparison, plots, run_plots), encoding="utf-8")
     return path

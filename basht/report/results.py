@@ -8,7 +8,7 @@ from typing import Any
 
 from basht.energy.monitor import J_PER_KWH
 from basht.report.plan import cluster_summary
-from basht.report.runstats import energy_by_node
+from basht.report.runstats import energy_by_node, restarts
 from basht.store import Store
 from basht.store.repository import nan_to_null
 
@@ -19,6 +19,7 @@ def build_summary(store: Store, run_id: str) -> dict[str, Any]:
     run = store.get_run(run_id)
     experiment = store.get_experiment(run.experiment_id)
     trials = store.trials(run.id)
+    started_over = restarts(store, run.id)
     return nan_to_null(
         {
             "run_id": run.id,
@@ -71,6 +72,9 @@ def build_summary(store: Store, run_id: str) -> dict[str, Any]:
                     "train_s": t.train_s,
                     "validate_s": t.validate_s,
                     "error": t.error,
+                    # Times it trained again epochs it had reported (resumed, it started over);
+                    # the store keeps each attempt's reports of them.
+                    "restarts": started_over.get(t.id, 0),
                 }
                 for t in trials
             ],
@@ -119,6 +123,15 @@ def write_results_json(summary: dict[str, Any], results_dir: Path) -> Path:
     results_dir.mkdir(parents=True, exist_ok=True)
     path = results_dir / "results.json"
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(nan_to_null(summary), indent=2, sort_keys=False))
+    tmp.write_text(_json(summary))
     tmp.replace(path)
     return path
+
+
+def _json(summary: dict[str, Any]) -> str:
+    """The summary as JSON, never with NaN (which is not JSON): build_summary's has none left,
+    so it is written as it is; one built otherwise is cleaned first."""
+    try:
+        return json.dumps(summary, indent=2, allow_nan=False)
+    except ValueError:
+        return json.dumps(nan_to_null(summary), indent=2, allow_nan=False)

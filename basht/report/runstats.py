@@ -44,6 +44,21 @@ def best_so_far(store: Store, run_id: str, mode: str) -> list[tuple[float, float
     return points
 
 
+def restarts(store: Store, run_id: str) -> dict[int, int]:
+    """How often each trial (by its row id) trained again epochs it had already reported: a
+    resumed run starts a trial it cut short again from its last pause, or from scratch if it had
+    none or the checkpoint was gone. The store keeps every attempt's reports in the order they
+    came (an epoch reported again is a second row, not a changed one); a report at or below the
+    epoch before it is where a trial started over."""
+    last: dict[int, int] = {}
+    counts: dict[int, int] = defaultdict(int)
+    for report in store.reports(run_id):
+        if report.epoch <= last.get(report.trial_id, 0):
+            counts[report.trial_id] += 1
+        last[report.trial_id] = report.epoch
+    return dict(counts)
+
+
 def time_to_target(store: Store, run_id: str, target: float, mode: str) -> float | None:
     """Seconds from the run phase's start to the first report at or beyond `target` (None: never).
 

@@ -82,3 +82,19 @@ def test_the_comparison_table_shows_settings_and_errors_as_they_are():
     console.print(compare_table(comparison, rows))
     text = console.export_text()
     assert "[/b]" in text and "[red]" in text and "seed 0: bad [/x]" in text
+
+
+def test_why_trials_failed_is_a_row_per_reason_and_a_few_of_them():
+    from basht.report.console import trial_errors
+
+    trials = [{"trial": n, "state": "failed", "error": "OOM"} for n in range(10)]
+    trials += [{"trial": 10 + n, "state": "failed", "error": f"bad {n}"} for n in range(5)]
+    trials += [{"trial": 15, "state": "aborted", "error": None}]
+    assert trial_errors(trials) == [
+        ("failed (trials 0, 1, 2, 3, 4, 5, 6, 7 and 2 more)", "OOM"),
+        ("failed (trial 10)", "bad 0"),
+        ("failed (trial 11)", "bad 1"),
+        ("failed (trial 12)", "bad 2"),
+        ("…", "2 more reasons, in results.json"),
+    ]
+    assert trial_errors(trials[:1] + trials[-1:]) == [("failed (trial 0)", "OOM")]

@@ -18,8 +18,19 @@ def test_a_resumed_runs_phases_say_which_attempt_was_cut_short():
     )
     page = "".join(run_sections(summary, None))
     assert "<th>ended</th>" in page
-    assert '<td>run</td><td class="num">3.400</td><td class="num">aborted</td>' in page
-    assert '<td>run</td><td class="num">4.000</td><td class="num">done</td>' in page
+    assert '<td>run</td><td class="num">3.400</td><td>aborted</td>' in page
+    assert '<td>run</td><td class="num">4.000</td><td>done</td>' in page
     # A run that nothing cut short keeps the two columns.
     page = "".join(run_sections(_summary(phases=[_phase("run", 4.0)]), None))
     assert "ended" not in page
+
+
+def test_only_numbers_are_aligned_as_numbers():
+    """A metric's unit and source are words, as on the console; the result table is labels and
+    values, with no row of empty headings above it."""
+    metrics = {"JCT": {"value": 9887.0, "unit": "ms", "source": None}}
+    metrics["WR"] = {"value": 73.92, "unit": "%", "source": "estimate"}
+    page = "".join(run_sections(_summary(metrics=metrics), None))
+    assert '<td>JCT</td><td class="num">9887</td><td>ms</td><td></td>' in page
+    assert '<td>WR</td><td class="num">73.92</td><td>%</td><td>estimate</td>' in page
+    assert "<th></th>" not in page and "<table><tbody><tr><td>status</td>" in page

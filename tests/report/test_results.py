@@ -50,3 +50,28 @@ def test_a_comparison_json_that_is_not_an_object_is_one_line(tmp_path, text):
     (folder / "comparison.json").write_text(text)
     with pytest.raises(BashtError, match=r"comparison\.json: not a Basht comparison \(a JSON "):
         load_comparison("compare-x", tmp_path)
+
+
+def test_results_json_writes_the_summary_as_built_and_null_for_nan_it_did_not_build(
+    spec, tmp_path, monkeypatch
+):
+    """build_summary's summary has no NaN left: writing it walks it no second time. A summary
+    built otherwise still gets null, never NaN, in the file."""
+    store = Store(spec["store"])
+    exp_id = store.add_experiment("t", Experiment.from_dict(spec).to_dict())
+    run_id = store.create_run(exp_id, "t", "native", "local", tmp_path).id
+    store.update_run(run_id, test_metrics={"loss": math.nan})
+    summary = build_summary(store, run_id)
+
+    def walked_again(value: object) -> object:
+        raise AssertionError("the summary was cleaned of NaN a second time")
+
+    with monkeypatch.context() as patched:
+        patched.setattr("basht.report.results.nan_to_null", walked_again)
+        written = write_results_json(summary, tmp_path / "built")
+    assert json.loads(written.read_text())["test_metrics"] == {"loss": None}
+    other = write_results_json({"loss": math.nan, "runs": [math.inf]}, tmp_path / "other")
+    assert json.loads(other.read_text(), parse_constant=pytest.fail) == {
+        "loss": None,
+        "runs": [None],
+    }
