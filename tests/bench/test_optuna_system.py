@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -10,9 +11,12 @@ import pytest
 
 from basht.bench import PHASES, run_benchmark
 from basht.bench.runner import make_system
+from basht.bench.systems.optuna_system import OWNER_ATTR
 from basht.errors import BashtError
 from basht.experiment import Experiment
 from basht.store import Store
+from basht.store.repository import resolve_url
+from tests.postgres import Postgres, postgres_server
 
 optuna = pytest.importorskip("optuna")
 
@@ -26,6 +30,7 @@ class Watch:
         self.study_trials: list[Any] = []
         self.storage_existed = False
         self.assigned: list[tuple[int, int | None, int | None, str]] = []
+        self.brackets: list[int] = []
 
     def factory(self, ctx: Any) -> Any:
         monitor = ctx.monitor
@@ -46,6 +51,9 @@ class Watch:
             self.storage_existed = self.sut.storage_file.exists()
             study = optuna.load_study(study_name=self.sut.study_name, storage=self.sut.storage_url)
             self.study_trials = study.get_trials(deepcopy=False)
+            experiment = self.sut.ctx.experiment
+            if experiment.search.pruner == "hyperband":
+                self.brackets = _brackets(experiment, study)
 
 
 def _spec(spec: dict[str, Any], **search: Any) -> dict[str, Any]:
@@ -154,3 +162,82 @@ def test_a_non_local_executor_is_a_one_line_error(spec, tmp_path):
     spec["executor"] = "ray"
     with pytest.raises(BashtError, match="applies to system: native only"):
         run_benchmark(Experiment.from_dict(spec), results_root=tmp_path / "results")
+
+
+def _brackets(exp: Experiment, study: Any) -> list[int]:
+    """Each trial's HyperbandPruner bracket, as Optuna's own pruner computes it for the study."""
+    from basht.bench.systems.optuna_map import make_pruner
+
+    pruner = make_pruner(exp)
+    pruner._try_initialization(study)
+    return [pruner._get_bracket_id(study, t) for t in study.get_trials(deepcopy=False)]
+
+
+def test_the_same_file_and_seed_give_the_same_trials_in_the_same_hyperband_brackets(spec, tmp_path):
+    """HyperbandPruner hashes the study's name into each trial's bracket: a name that followed
+    the run would put the same trials in other brackets, and prune them otherwise."""
+    spec = _spec(spec, pruner="hyperband", max_budget=9, max_trials=8)
+    spec["workload"]["params"] = {"epoch_s": 0.001}
+    spec["resources"] = {"workers": 1}
+    exp = Experiment.from_dict(spec)
+    store = Store(spec["store"])
+    runs = []
+    for _ in range(2):
+        watch = Watch()
+        result = run_benchmark(
+            exp,
+            results_root=tmp_path / "results",
+            system_factory=watch.factory,
+            on_phase=watch.on_phase,
+        )
+        assert result.status == "completed"
+        trials = [(t.number, t.config, t.state, t.budget) for t in store.trials(result.run_id)]
+        runs.append((watch.sut.study_name, watch.brackets, trials))
+    (first_name, first_brackets, first_trials), (name, brackets, trials) = runs
+    assert first_name == name == "basht-t-seed0"
+    assert len(first_brackets) == 8 and len(set(first_brackets)) > 1
+    assert brackets == first_brackets
+    assert trials == first_trials
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[Postgres]:
+    with postgres_server() as server:
+        yield server
+
+
+def test_on_a_shared_database_a_left_behind_study_is_replaced_and_one_in_use_is_not(
+    spec, tmp_path, postgres
+):
+    """Every run's study sits in a server store's one database: a study whose run no longer
+    runs (killed before its undeploy) gives its name up; a running run's keeps it, and the new
+    run's study takes a name of its own."""
+    url = postgres.create_database("optuna")
+    spec = _spec(spec, pruner="none", max_budget=1, max_trials=2)
+    spec["store"] = url
+    spec["resources"] = {"workers": 1}
+    store = Store(url)
+    other = store.create_run(store.add_experiment("t", {}), "t", "optuna", "local", tmp_path).id
+    storage = resolve_url(url).render_as_string(hide_password=False)
+    optuna.create_study(study_name="basht-t-seed0", storage=storage).set_user_attr(
+        OWNER_ATTR, other
+    )
+
+    def run() -> tuple[str, str]:
+        watch = Watch()
+        result = run_benchmark(
+            Experiment.from_dict(spec),
+            results_root=tmp_path / "results",
+            system_factory=watch.factory,
+        )
+        assert result.status == "completed"
+        return watch.sut.study_name, result.run_id
+
+    name, run_id = run()
+    assert name == f"basht-t-seed0-{run_id}"
+    assert optuna.get_all_study_names(storage) == ["basht-t-seed0"]  # the running run's, kept
+
+    store.finish_run(other, "interrupted")
+    name, _ = run()
+    assert name == "basht-t-seed0"
+    assert optuna.get_all_study_names(storage) == []

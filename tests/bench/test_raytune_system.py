@@ -166,3 +166,53 @@ def test_a_trials_number_is_its_place_in_tunes_draws():
     assert trial_number("5a9f1_00000") == 0
     assert trial_number("5a9f1_00042") == 42
     assert trial_number("5a9f1e0c") is None  # another generator's ids: numbered as they come
+
+
+def _watch_brackets(monkeypatch: pytest.MonkeyPatch) -> list[dict[int, int]]:
+    """For each scheduler the runs make, each trial's ASHA bracket by trial number, as the
+    scheduler picks it in Tune's driver."""
+    from basht.bench.systems import raytune_map as tm
+
+    runs: list[dict[int, int]] = []
+    make = tm.scheduler
+
+    def scheduler(experiment: Experiment) -> Any:
+        made, picked = make(experiment), {}
+        add = made.on_trial_add
+
+        def on_trial_add(controller: Any, trial: Any) -> None:
+            add(controller, trial)
+            bracket = made._trial_info[trial.trial_id]
+            picked[tm.trial_number(trial.trial_id)] = made._brackets.index(bracket)
+
+        made.on_trial_add = on_trial_add
+        runs.append(picked)
+        return made
+
+    monkeypatch.setattr(tm, "scheduler", scheduler)
+    return runs
+
+
+def test_the_same_file_and_seed_give_the_same_trials_in_the_same_async_hyperband_brackets(
+    spec, tmp_path, monkeypatch
+):
+    """AsyncHyperBand draws each trial's bracket from numpy's global generator in Tune's
+    driver: unseeded, the same trials would land in other brackets, and be stopped otherwise."""
+    spec["system"] = "raytune"
+    spec["workload"]["params"] = {"epoch_s": 0.001}
+    spec["search"].update(pruner="async-hyperband", min_budget=1, max_budget=9, eta=3, max_trials=8)
+    spec["resources"] = {"workers": 1}
+    exp = Experiment.from_dict(spec)
+    store = Store(spec["store"])
+    brackets = _watch_brackets(monkeypatch)
+    trials = []
+    for _ in range(2):
+        result = run_benchmark(exp, results_root=tmp_path / "results")
+        assert result.status == "completed", store.get_run(result.run_id).error
+        trials.append(
+            [(t.number, t.config, t.state, t.budget) for t in store.trials(result.run_id)]
+        )
+    first, second = brackets
+    assert sorted(first) == list(range(8)) and len(set(first.values())) > 1
+    assert second == first
+    assert trials[1] == trials[0]

@@ -5,6 +5,10 @@ the store is PostgreSQL or MySQL) and starts `resources.workers` spawned process
 `cpus_per_worker` threads; setup has each import the workload and prepare its data; run lets them
 ask and tell until the study has `max_trials` trials; test evaluates the best trial's saved model
 in one of them; undeploy stops them, deletes the study and removes the SQLite file.
+
+The study is named after the experiment and its seed, not the run: Optuna's `HyperbandPruner`
+puts a trial in a bracket by hashing the study's name with the trial's number, so the same file
+and seed give every trial the same bracket in every run.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from basht.bench.systems.optuna_worker import OptimizePlan, Shared, open_storage
 from basht.bench.systems.peer import check_peer_experiment, require
 from basht.bench.systems.recorder import TrialRecorder
 from basht.engine.local import start_leaving_ctrl_c
-from basht.errors import BashtError
+from basht.errors import BashtError, StoreError
+from basht.experiment import Experiment
 from basht.store.repository import resolve_url
 from basht.tune import trial_seed
 from basht.workloads import is_function_workload, resolve_workload
@@ -33,6 +38,14 @@ from basht.workloads import is_function_workload, resolve_workload
 log = logging.getLogger(__name__)
 
 _START_TIMEOUT_S = 300.0
+#: The study's user attribute naming the run that made it: a study of that name whose run no
+#: longer runs was left behind (by a run killed before its undeploy) and may be deleted.
+OWNER_ATTR = "basht_run_id"
+
+
+def study_name_of(experiment: Experiment) -> str:
+    """The same for every run of a file with one seed: HyperbandPruner's brackets hash it."""
+    return f"basht-{experiment.name}-seed{experiment.seed}"
 
 
 @dataclass
@@ -53,7 +66,7 @@ class OptunaSystem:
         self.ctx = ctx
         exp = ctx.experiment
         self.workload = exp.workload_ref()
-        self.study_name = f"basht-{ctx.run_id}"
+        self.study_name = study_name_of(exp)
         url = ctx.store.url
         if url.startswith("sqlite"):
             self.storage_file: Path | None = ctx.results_dir / "optuna.db"
@@ -76,12 +89,7 @@ class OptunaSystem:
         exp = self.ctx.experiment
         self.ctx.results_dir.mkdir(parents=True, exist_ok=True)
         self._storage = open_storage(self.storage_url)
-        optuna.create_study(
-            study_name=self.study_name,
-            storage=self._storage,
-            direction="maximize" if exp.search.mode == "max" else "minimize",
-        )
-        self._study_created = True
+        self._create_study(optuna, "maximize" if exp.search.mode == "max" else "minimize")
         spawn = mp.get_context("spawn")
         self.shared = Shared(count=spawn.Value("q", 0), lock=spawn.Lock(), stop=spawn.Event())
         cpus = exp.resources.cpus_per_worker
@@ -98,6 +106,53 @@ class OptunaSystem:
             self.workers.append(_Worker(index, process, parent))
         for worker in self.workers:
             _, _, worker.pid = self._expect(worker, "ready")
+
+    def _create_study(self, optuna: Any, direction: str) -> None:
+        """The study under its reproducible name, a stale one of that name deleted first.
+
+        On a server database another run of the same file and seed may be using the name right
+        now: this run's study then takes a name of its own, and its brackets are not those of
+        the other runs (said in a warning).
+        """
+        if self._left_behind():
+            with contextlib.suppress(KeyError):
+                optuna.delete_study(study_name=self.study_name, storage=self._storage)
+        try:
+            study = optuna.create_study(
+                study_name=self.study_name, storage=self._storage, direction=direction
+            )
+        except optuna.exceptions.DuplicatedStudyError:
+            own = f"{self.study_name}-{self.ctx.run_id}"
+            log.warning(
+                "Optuna study %s is in use by another run; this run uses %s, so its "
+                "HyperbandPruner brackets differ from other runs with this seed",
+                self.study_name,
+                own,
+            )
+            self.study_name = own
+            study = optuna.create_study(
+                study_name=self.study_name, storage=self._storage, direction=direction
+            )
+        self._study_created = True
+        study.set_user_attr(OWNER_ATTR, self.ctx.run_id)
+
+    def _left_behind(self) -> bool:
+        """Whether a study of this name exists that no running Basht run uses."""
+        try:
+            study_id = self._storage.get_study_id_from_name(self.study_name)
+        except KeyError:
+            return False
+        if self.storage_file is not None:
+            return True  # the run's own SQLite file: nobody else's study
+        owner = self._storage.get_study_user_attrs(study_id).get(OWNER_ATTR)
+        if owner is None:
+            return False  # not made by Basht: left alone
+        if owner == self.ctx.run_id:
+            return True
+        try:
+            return self.ctx.store.get_run(owner).status != "running"
+        except StoreError:
+            return True  # its run is gone from the store
 
     def setup(self) -> None:
         for worker in self.workers:

@@ -5,12 +5,25 @@ Ray has no synchronous successive halving and no ASHA promotion: `sha` and `asha
 brackets, and `hyperband` to its synchronous `HyperBandScheduler`, which pauses trials with a
 checkpoint and resumes them (the run's `algorithm` says which ran). A grid runs Basht's own grid,
 in Basht's order and cut at `max_trials`, as one `grid_search` over whole configurations.
+
+Tune's driver draws from the process's global generators: `AsyncHyperBandScheduler` (ASHA) picks
+each trial's bracket with `np.random.choice`, once per trial as it is added, and Ray's actor
+manager shuffles the futures it waits on with `random.shuffle`. `seeded_driver` seeds both from
+the experiment seed around `Tuner.fit()`, so the same file and seed give each trial the same
+bracket. The shuffles happen once per turn of Tune's event loop, and how many turns come first
+is a matter of timing, so the order in which events that are ready together (several workers')
+are handled stays as it was: not reproducible.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import random
+from collections.abc import Iterator
 from typing import Any
+
+import numpy as np
 
 from basht.errors import BashtError
 from basht.experiment import Experiment
@@ -62,6 +75,25 @@ def search_algorithm(experiment: Experiment) -> Any:
     from ray.tune.search import BasicVariantGenerator
 
     return BasicVariantGenerator(random_state=experiment.seed)
+
+
+def driver_seed(seed: int) -> int:
+    """The global generators' seed: numpy's legacy seeding takes 32 bits, an experiment's more."""
+    return int(np.random.SeedSequence([seed, 1]).generate_state(1)[0])
+
+
+@contextlib.contextmanager
+def seeded_driver(seed: int) -> Iterator[None]:
+    """numpy's and Python's global generators seeded from `seed` for the block, then restored,
+    so the rest of the process draws as it would have."""
+    numpy_state, python_state = np.random.get_state(), random.getstate()
+    np.random.seed(driver_seed(seed))
+    random.seed(driver_seed(seed))
+    try:
+        yield
+    finally:
+        np.random.set_state(numpy_state)
+        random.setstate(python_state)
 
 
 def trial_number(trial_id: str) -> int | None:

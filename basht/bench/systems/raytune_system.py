@@ -22,6 +22,7 @@ from basht.bench.native import best_trial_from_store, record_ray_nodes
 from basht.bench.systems.channel import EventServer
 from basht.bench.systems.peer import check_peer_experiment, require
 from basht.bench.systems.raytune_cluster import LocalRay
+from basht.bench.systems.raytune_map import seeded_driver
 from basht.bench.systems.recorder import TrialRecorder
 from basht.engine.ray_nodes import NodeLedger
 from basht.errors import BashtError
@@ -136,7 +137,8 @@ class RayTuneSystem:
         for logger in quiet:
             logger.setLevel(logging.CRITICAL)
         try:
-            self.tuner.fit()
+            with seeded_driver(self.ctx.experiment.seed):  # the same brackets in every run
+                self.tuner.fit()
         except BaseException:
             self.recorder.abort_running()
             raise
