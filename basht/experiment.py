@@ -169,6 +169,10 @@ class SearchSpec(_Strict):
     eta: int = Field(default=3, ge=2)
     max_trials: PositiveInt | None = None
     time_budget_s: PositiveFloat | None = None
+    # Once a target or a budget ended the search, how long a running trial may take to reach its
+    # next report before it is aborted (a hung trial would keep the job going for ever); null
+    # waits as long as it takes.
+    stop_grace_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = 60.0
     # What the job may spend, counted from deploy over every attempt
     energy_budget_kwh: PositiveFloat | None = None
     carbon_budget_g: PositiveFloat | None = None  # grams CO2eq

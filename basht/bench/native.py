@@ -104,6 +104,7 @@ class NativeSystem:
             can_checkpoint=self.can_checkpoint,
             target=exp.search.target,
             time_budget_s=exp.search.time_budget_s,
+            stop_grace_s=exp.search.stop_grace_s,
             limits=[spending] if spending is not None else (),  # none set: the loop does not ask
             on_update=self.ctx.on_update,
             on_trial=self._on_trial,

@@ -540,6 +540,14 @@ class LocalExecutor:
                 )
             )
         log.warning("worker %d died (%s); starting a new one", slot.index, how)
+        self._respawn(slot)
+        if self._loads:
+            for event in events:
+                self._observe(event)
+        return events
+
+    def _respawn(self, slot: _Slot) -> None:
+        """Put a fresh worker, set up with the workload, in the place of a dead one."""
         slot.conn.close()
         fresh = self._spawn(slot.index)
         self._await_ready(fresh)
@@ -547,10 +555,19 @@ class LocalExecutor:
             fresh.conn.send(("setup", self._setup_ref))
             fresh.conn.recv()
         self._slots[self._slots.index(slot)] = fresh
-        if self._loads:
-            for event in events:
-                self._observe(event)
-        return events
+
+    def abort(self, trial_id: int) -> None:
+        """End a trial that no longer answers (a step that never returns): its worker is killed
+        and replaced, and nothing more is heard of the trial (one that already left its worker
+        is left alone)."""
+        slot = next((s for s in self._slots if s.trial_id == trial_id), None)
+        if slot is None:
+            return
+        slot.process.kill()
+        slot.process.join(5.0)
+        if self._loads.pop(trial_id, None) is not None:
+            self._replan()
+        self._respawn(slot)
 
     def first_idle(self) -> int | None:
         """The worker the next `submit` or `run_test` will use."""

@@ -356,6 +356,20 @@ class RayExecutor:
             self._answer(slot, job)
         # Otherwise the trial was lost after the report: its replay applies the answer.
 
+    def abort(self, trial_id: int) -> None:
+        """End a trial that no longer answers (a step that never returns): its actor is killed
+        and another started in its place, and nothing more is heard of the trial."""
+        queued = next((job for job in self._queue if job.task.trial_id == trial_id), None)
+        if queued is not None:  # waiting for a worker after a loss: it never starts again
+            self._queue.remove(queued)
+            return
+        slot = next((s for s in self._slots if s.job and s.job.task.trial_id == trial_id), None)
+        if slot is None:
+            return
+        if self.meters is not None:
+            self.meters.leave(slot.index)
+        self._relaunch(slot)  # forgets the job and the actor's pending events
+
     def run_test(self, task: TrialTask, budget: int, timeout_s: float | None = None) -> TrialEvent:
         """Run the test phase for one configuration on a worker and wait for its result."""
         self._queue.append(_Job(task, "test", budget=budget, state=_read(task.resume_from)))

@@ -319,6 +319,13 @@ class PlanExecutor:
     def command(self, trial_id: int, command: str, path: str | None = None) -> None:
         self.local.command(trial_id, command, path)
 
+    def abort(self, trial_id: int) -> None:
+        """End a trial that no longer answers: its worker is killed and replaced, and its place
+        on the instance is free again (the trial says nothing of the stage's speed)."""
+        worker = self._placed.get(trial_id, (-1, None))[0]
+        self.local.abort(trial_id)
+        self._forget(TrialEvent("failed", trial_id, worker))
+
     def poll(self, timeout_s: float | None = None) -> list[TrialEvent]:
         if self._pending:
             events, self._pending = self._pending, []

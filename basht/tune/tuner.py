@@ -40,7 +40,10 @@ class Executor(Protocol):
     """What the Tuner needs from an engine (local processes, Ray actors, a virtual clock).
 
     An executor may also define `now() -> float` (seconds); the Tuner then measures time budgets
-    and timestamps on that clock, which is how a simulated executor runs on virtual time.
+    and timestamps on that clock, which is how a simulated executor runs on virtual time. It may
+    define `abort(trial_id)`: end a trial that no longer answers at once (its worker killed and
+    replaced), with nothing more heard of it; without it, a trial cut off once the search ended
+    and its grace period ran out is left to the executor's shutdown.
     """
 
     @property
@@ -165,6 +168,7 @@ class Tuner:
         can_checkpoint: bool = True,
         target: float | None = None,
         time_budget_s: float | None = None,
+        stop_grace_s: float | None = None,
         limits: Sequence[Limit] = (),
         on_update: Callable[[TunerStatus], None] | None = None,
         on_trial: Callable[[int, int, str], None] | None = None,
@@ -175,7 +179,9 @@ class Tuner:
         `limits` are asked, on every pass of the loop, whether the job should end (an energy
         budget, say; each decides how often it really looks); the first to answer a reason stops
         it as `time_budget_s` does: no trial starts after, and each running trial stops at its
-        next report."""
+        next report. Once the search has ended (a limit, or `target` reached), a trial that has
+        not ended `stop_grace_s` later (hung in an epoch, say) is aborted through the executor,
+        so that the run ends; None waits for every trial however long it takes."""
         self.algorithm, self.executor, self.run_id = algorithm, executor, run_id
         self.on_trial = on_trial
         # Writes go behind the loop on a thread of their own (in order, batched); without a store
@@ -193,6 +199,8 @@ class Tuner:
         self.status = TunerStatus(started=self.clock(), clock=self.clock)
         timed = [time_limit(self.status, time_budget_s)] if time_budget_s is not None else []
         self.limits: list[Limit] = [*timed, *limits]
+        self.stop_grace_s = stop_grace_s
+        self._grace_ends: float | None = None  # on the Tuner's clock, once the search ended
         self.trials: dict[int, _Trial] = {}
         self._best_completed: tuple[float, int] | None = None
         self._running: set[int] = set()
@@ -226,10 +234,15 @@ class Tuner:
         """
         executor, status, running = self.executor, self.status, self._running
         poll, handle, on_report, trials = executor.poll, self._handle, self._on_report, self.trials
+        grace = self.stop_grace_s
         while True:
             if self.limits and status.stop_reason is None:
                 status.stop_reason = first_reason(self.limits)
-            if status.stop_reason is None and executor.idle_workers > 0:
+            if status.stop_reason is not None:
+                self._fill += 1
+                if grace is not None:  # running trials get `grace` s to end, then are aborted
+                    self._end_overdue(grace)
+            elif executor.idle_workers > 0:
                 self._fill_idle_workers()
             else:
                 self._fill += 1  # a pass that started nothing still counts (group names)
@@ -498,8 +511,9 @@ class Tuner:
             return False
         return value >= self.target if self._maximize else value <= self.target
 
-    def _abort_running(self) -> None:
-        """Ctrl-C or a crash of the loop: what was running is recorded as aborted, the rest kept."""
+    def _abort_running(self, error: str | None = None) -> None:
+        """Ctrl-C or a crash of the loop, or a grace period run out (`error` says so): what was
+        running is recorded as aborted, the rest kept."""
         now = self.clock()
         for trial_id in list(self._running):
             trial = self.trials[trial_id]
@@ -507,8 +521,35 @@ class Tuner:
             if self.on_trial is not None and trial.worker is not None:
                 self.on_trial(trial_id, trial.worker, "aborted")
             self._time_cut_segment(trial, now)
-            self.store.update_trial(trial.row_id, state="aborted", ended_at=now)
+            self.store.update_trial(trial.row_id, state="aborted", ended_at=now, error=error)
         self._running.clear()
+
+    def _end_overdue(self, grace_s: float) -> None:
+        """The search has ended: start its grace period, or once that is out, abort the trials
+        still running (hung in an epoch, say: one that never reports would keep the run going for
+        ever) through the executor, and the loop ends as usual."""
+        now = self.clock()
+        if self._grace_ends is None:
+            self._grace_ends = now + grace_s
+        if now < self._grace_ends or not self._running:
+            return
+        why = (
+            f"no report within search.stop_grace_s ({grace_s:g} s) after the search ended "
+            f"({self.status.stop_reason})"
+        )
+        overdue = sorted(self._running)
+        for trial_id in overdue:
+            log.warning("trial %d aborted: %s", trial_id, why)
+            self._deferred.discard(trial_id)
+        self._abort_running(why)  # timed to now: replacing its worker is not the trial's time
+        abort = getattr(self.executor, "abort", None)
+        for trial_id in overdue:
+            if abort is not None:
+                abort(trial_id)
+            trial = self.trials[trial_id]
+            if trial.checkpoint:  # the run is over: it never resumes from its last pause
+                self._delete_checkpoint(trial.checkpoint)
+                trial.checkpoint = None
 
     def _time_cut_segment(self, trial: _Trial, now: float) -> None:
         """Add the load or epoch a trial was cut short in (it held the worker too), timed on

@@ -516,3 +516,37 @@ def test_compare_refuses_a_plan_which_only_basht_run_follows(planned):
     with pytest.raises(BashtError, match="plan: a plan's elastic cluster runs with basht run"):
         run_comparison(experiment, ["native", "optuna"], results_root=planned / "results")
     assert not (planned / "results").exists()
+
+
+def test_a_hung_trial_aborted_on_the_cluster_frees_its_place_and_its_process_ends(planned):
+    """After a search ends, the Tuner aborts a trial that never reports again: on a plan's
+    cluster its worker process is killed and replaced and its place offered again, rather than
+    held, with the process, until undeploy."""
+    flag = planned / "hung.pid"
+    ref = WorkloadRef("tests.tune.hanging_workloads:HangsOnce", {"flag": str(flag), "hang_at": 1})
+    spec = load_experiment(_write(planned, EXPERIMENT | {"plan": "plan.json"})).plan
+    executor = PlanExecutor(spec)
+    executor.start()
+    try:
+        executor.setup(ref)
+        free = executor.idle_workers
+        executor.submit(TrialTask(0, {}, ref, seed=0, target_budget=1))
+        deadline = time.monotonic() + 60
+        while not flag.exists() or not flag.read_text():
+            assert time.monotonic() < deadline, "the trial never reached its hang"
+            executor.poll(0.1)
+        pid = int(flag.read_text())
+        assert executor.idle_workers == free - 1
+        executor.abort(0)
+        assert executor.idle_workers == free
+        assert not _process_alive(pid)
+    finally:
+        executor.shutdown()
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ")[1][0] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False
