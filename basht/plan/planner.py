@@ -15,6 +15,11 @@ trial, waves); more instances with the same layout cost more and gain at most a 
 spreading stragglers. Starting from the best static plan, the result is never worse than it;
 trying every level of a stage, not only +-1 instance, steps over the plateaus of a cost surface
 that is a staircase.
+
+A search that stops at a local optimum can end dearer at a later deadline than at an earlier
+one. A plan that meets a deadline meets every later one, so the planner keeps the cheapest plan
+the search finds at any deadline up to the given one (`cheapest`): a later deadline never gets a
+dearer plan, and no plan is dearer than the search's at the deadline itself.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from dataclasses import dataclass
 from basht.errors import BashtError
 from basht.plan.job import ShaJob
 from basht.plan.profile import Profile
-from basht.plan.simulator import Estimate, Layout, Plan, Simulator
+from basht.plan.simulator import Estimate, Layout, Plan, Simulator, stage_levels
 
 #: Which statistic of the simulated completion times must meet the deadline.
 CONFIDENCE = ("mean", "p95")
@@ -37,6 +42,12 @@ OBJECTIVES = ("cost", "energy")
 #: Whether a plan requests a stage's new instances ahead of its barrier: never, always, or
 #: where that makes the plan cheaper (the planner plans both ways and keeps the cheaper).
 PREPROVISION = ("off", "on", "auto")
+#: The most plans, and simulated trial-runs, one step of the search may take (`SearchSize`).
+#: Planning takes dozens of steps, more for larger jobs: at these sizes, a minute or two on one
+#: core; beyond them, hours, or the memory runs out. sha-81 (examples/plan) on its 21 instances
+#: at 200 runs: 236 plans, 1.1e7 trial-runs.
+MAX_SEARCH_PLANS = 2000
+MAX_SEARCH_TRIAL_RUNS = 2e8
 
 
 @dataclass(frozen=True)
@@ -97,24 +108,35 @@ def _least(
     confidence: str,
     objective: str,
     below: float = math.inf,
+    blocked: list[float] | None = None,
 ) -> Plan | None:
-    """Of `plans`, the one that meets the deadline and spends least, if it spends below `below`."""
+    """Of `plans`, the one that meets the deadline and spends least, if it spends below `below`.
+    To `blocked` go the completion times of the plans only the deadline kept from being it."""
     best: tuple[float, Plan] | None = None
+    late: list[tuple[float, float]] = []  # (spent, completion time)
     for plan in plans:
         estimate = sim(plan)
-        if _jct(estimate, confidence) > deadline_s:
-            continue
         value = spent(estimate, objective)
-        if value < below and (best is None or value < best[0]):
+        if value >= below:
+            continue
+        if _jct(estimate, confidence) > deadline_s:
+            late.append((value, _jct(estimate, confidence)))
+        elif best is None or value < best[0]:
             best = (value, plan)
+    if blocked is not None:  # a tie would go to the earlier plan: count it as one too
+        blocked.extend(jct for value, jct in late if best is None or value <= best[0])
     return None if best is None else best[1]
 
 
 def best_static(
-    sim: Simulator, deadline_s: float, confidence: str = "p95", objective: str = "cost"
+    sim: Simulator,
+    deadline_s: float,
+    confidence: str = "p95",
+    objective: str = "cost",
+    blocked: list[float] | None = None,
 ) -> Plan | None:
     """The cheapest plan with one cluster size for the whole job that meets the deadline."""
-    return _least(sim, _static_plans(sim), deadline_s, confidence, objective)
+    return _least(sim, _static_plans(sim), deadline_s, confidence, objective, blocked=blocked)
 
 
 def fastest(sim: Simulator, confidence: str = "p95") -> Plan:
@@ -142,30 +164,40 @@ def greedy(
     deadline_s: float,
     confidence: str = "p95",
     objective: str = "cost",
+    blocked: list[float] | None = None,
 ) -> Plan:
     """RubberBand's greedy from `start`: the single move with the best marginal benefit (what it
-    saves of the objective, per second of completion time given up) while the deadline holds."""
+    saves of the objective, per second of completion time given up) while the deadline holds.
+    To `blocked` go the completion times of the moves only the deadline kept from being taken."""
     plan, current = start, sim(start)
     while True:
         best: tuple[float, float, Plan] | None = None  # (M, -spent, plan)
+        late: list[tuple[tuple[float, float], float]] = []  # ((M, -spent), completion time)
         now = spent(current, objective)
-        for i in range(len(plan)):
-            for m in sim.levels(i):
-                if m == plan[i]:
-                    continue
-                move = (*plan[:i], m, *plan[i + 1 :])
-                estimate = sim(move)
-                value = spent(estimate, objective)
-                if _jct(estimate, confidence) > deadline_s or value >= now:
-                    continue
-                slower = _jct(estimate, confidence) - _jct(current, confidence)
-                benefit = math.inf if slower <= 0 else (now - value) / slower
-                key = (benefit, -value, move)
-                if best is None or key[:2] > best[:2]:
-                    best = key
+        for move in _single_moves_of(sim, plan):
+            estimate = sim(move)
+            value = spent(estimate, objective)
+            if value >= now:
+                continue
+            slower = _jct(estimate, confidence) - _jct(current, confidence)
+            benefit = math.inf if slower <= 0 else (now - value) / slower
+            if _jct(estimate, confidence) > deadline_s:
+                late.append(((benefit, -value), _jct(estimate, confidence)))
+            elif best is None or (benefit, -value) > best[:2]:
+                best = (benefit, -value, move)
+        if blocked is not None:  # a tie would go to the earlier move: count it as one too
+            blocked.extend(jct for key, jct in late if best is None or key >= best[:2])
         if best is None:
             return plan
         plan, current = best[2], sim(best[2])
+
+
+def _single_moves_of(sim: Simulator, plan: Plan) -> Iterator[Plan]:
+    """Every plan that differs from `plan` in one stage, at one of its levels."""
+    for i in range(len(plan)):
+        for m in sim.levels(i):
+            if m != plan[i]:
+                yield (*plan[:i], m, *plan[i + 1 :])
 
 
 def pair_moves(
@@ -174,19 +206,21 @@ def pair_moves(
     deadline_s: float,
     confidence: str = "p95",
     objective: str = "cost",
+    blocked: list[float] | None = None,
 ) -> Plan:
     """Improve a plan no single move improves (the greedy's): change two stages at once, each to
     any of its levels, take the cheapest such plan that meets the deadline, run the greedy from
     it, and repeat until no pair saves money. Moving instances from one stage to another is
-    what a single move cannot do without first breaking the deadline or raising the cost."""
-    plan = greedy(sim, plan, deadline_s, confidence, objective)
+    what a single move cannot do without first breaking the deadline or raising the cost.
+    To `blocked` go the completion times of the plans only the deadline kept from being taken."""
+    plan = greedy(sim, plan, deadline_s, confidence, objective, blocked)
     while True:
         current = spent(sim(plan), objective)
         moves = _pair_moves_of(sim, plan)
-        better = _least(sim, moves, deadline_s, confidence, objective, below=current)
+        better = _least(sim, moves, deadline_s, confidence, objective, current, blocked)
         if better is None:
             return plan
-        plan = greedy(sim, better, deadline_s, confidence, objective)
+        plan = greedy(sim, better, deadline_s, confidence, objective, blocked)
 
 
 def _pair_moves_of(sim: Simulator, plan: Plan) -> Iterator[Plan]:
@@ -199,6 +233,48 @@ def _pair_moves_of(sim: Simulator, plan: Plan) -> Iterator[Plan]:
                 yield tuple(move)
 
 
+def search(
+    sim: Simulator,
+    deadline_s: float,
+    confidence: str = "p95",
+    objective: str = "cost",
+    blocked: list[float] | None = None,
+) -> Plan | None:
+    """The planner's search at one deadline: from the best static cluster (or, where none meets
+    the deadline, the fastest plan found), the greedy, then pair moves. None if nothing found
+    meets the deadline."""
+    start = best_static(sim, deadline_s, confidence, objective, blocked)
+    if start is None:
+        start = fastest(sim, confidence)
+        if _jct(sim(start), confidence) > deadline_s:
+            return None
+    return pair_moves(sim, start, deadline_s, confidence, objective, blocked)
+
+
+def cheapest(
+    sim: Simulator, deadline_s: float, confidence: str = "p95", objective: str = "cost"
+) -> Plan | None:
+    """The cheapest plan the search finds at any deadline up to `deadline_s`, so that a later
+    deadline never gets a dearer plan: a plan that meets a tighter deadline meets this one, and
+    the search alone, stopping at a local optimum, can end dearer at a later deadline.
+
+    The search sees a deadline only through which of the plans it looks at meet it, so it finds
+    the same plan from one deadline up to the soonest completion time among the plans that only
+    the deadline kept it from taking (`blocked`). Searching at those times in turn, from the
+    fastest plan's on, covers every deadline up to `deadline_s` in a few searches on cached
+    estimates. None if no plan found meets the deadline."""
+    tighter, best = _jct(sim(fastest(sim, confidence)), confidence), None
+    while tighter <= deadline_s:
+        blocked: list[float] = []
+        plan = search(sim, tighter, confidence, objective, blocked)
+        if plan is not None and (
+            best is None or spent(sim(plan), objective) < spent(sim(best), objective)
+        ):
+            best = plan
+        tighter = min((jct for jct in blocked if jct > tighter), default=math.inf)
+    return best
+
+
 def brute_force(
     sim: Simulator, deadline_s: float, confidence: str = "p95", objective: str = "cost"
 ) -> Plan | None:
@@ -206,6 +282,55 @@ def brute_force(
     counts = range(1, sim.max_instances + 1)
     plans = itertools.product(counts, repeat=len(sim.stages))
     return _least(sim, plans, deadline_s, confidence, objective)
+
+
+@dataclass(frozen=True)
+class SearchSize:
+    """What one step of the search simulates: every plan one or two stages away from its plan
+    (a greedy and a pair-move pass), each drawing every trial of every stage and a start-up for
+    each instance in each stage, once per simulated run."""
+
+    plans: int
+    draws: int  # per plan
+
+    @property
+    def trial_runs(self) -> int:
+        return self.plans * self.draws
+
+
+def search_size(job: ShaJob, profile: Profile, max_instances: int, runs: int) -> SearchSize:
+    """One step of the search's size. With more draws per plan than a step may take, the plans
+    are not counted (one or more per stage and pair of stages): the size is at least that."""
+    stages = job.stages
+    draws = runs * (sum(stage.trials for stage in stages) + len(stages) * max_instances)
+    levels = [1] * len(stages)
+    if draws <= MAX_SEARCH_TRIAL_RUNS:
+        levels = [len(stage_levels(s, max_instances, profile.gpus_per_instance)) for s in stages]
+    plans = sum(levels) + sum(a * b for a, b in itertools.combinations(levels, 2))
+    return SearchSize(plans, draws)
+
+
+def check_size(job: ShaJob, profile: Profile, max_instances: int, runs: int) -> None:
+    """Refuse, before simulating anything, a job the planner cannot search in reasonable time:
+    its steps grow with the trials, the stages, the instances and the simulated runs."""
+    size = search_size(job, profile, max_instances, runs)
+    stages = len(job.stages)
+    job_s = (
+        f"job too large to plan: {job.trials} trials over {stages} stage{'s' * (stages > 1)} on "
+        f"up to {max_instances} instance{'s' * (max_instances > 1)}"
+    )
+    if size.trial_runs > MAX_SEARCH_TRIAL_RUNS:
+        raise BashtError(
+            f"{job_s} at {runs} run{'s' * (runs > 1)} per plan: a step of the search simulates "
+            f"{size.trial_runs:.1e} trial-runs, over the limit of {MAX_SEARCH_TRIAL_RUNS:.0e}; "
+            "give fewer trials (search.max_trials), runs (--runs) or instances (--max-instances)"
+        )
+    if size.plans > MAX_SEARCH_PLANS:
+        raise BashtError(
+            f"{job_s}: a step of the search simulates {size.plans} plans, over the limit of "
+            f"{MAX_SEARCH_PLANS}; give fewer trials (search.max_trials) or instances "
+            "(--max-instances)"
+        )
 
 
 def default_max_instances(job: ShaJob, profile: Profile) -> int:
@@ -246,28 +371,23 @@ def plan_job(
     cap = max_instances or default_max_instances(job, profile)
     if cap < 1:
         raise BashtError(f"max_instances: expected 1 or more, got {cap}")
+    check_size(job, profile, cap, runs)
     sim = Simulator(job, profile, runs=runs, seed=seed, max_instances=cap)
+    # Pre-provisioned, a plan that never grows is the same plan: simulated once for both ways.
+    ahead = sim.preprovisioned()
+    ways = {"off": (sim,), "on": (ahead,), "auto": (sim, ahead)}[preprovision]
+    planned = [
+        (spent(way(plan), objective), way, plan)
+        for way in ways
+        if (plan := cheapest(way, deadline_s, confidence, objective)) is not None
+    ]
+    if not planned:
+        raise _none_meets(ways, deadline_s, confidence, cap)
+    _, way, plan = min(planned, key=lambda p: p[0])  # a tie keeps it off
     # A static cluster never scales, so it pre-provisions nothing.
     static = best_static(sim, deadline_s, confidence, objective)
-    start = static
-    if static is None:  # a plan that scales may still meet it where no static cluster does
-        start = fastest(sim, confidence)
-        if _jct(sim(start), confidence) > deadline_s:
-            raise BashtError(
-                f"no plan of up to {cap} instance{'s' if cap > 1 else ''} meets the deadline of "
-                f"{deadline_s:g} s: the fastest plan found ({' '.join(map(str, start))} "
-                f"instances per stage) takes {_jct(sim(start), confidence):.0f} s "
-                f"({confidence}); give a later deadline or more instances"
-            )
-        # Shown beside the plan as the best static cluster: the fastest one, which is late.
+    if static is None:  # shown beside the plan as the best static cluster: the fastest, late
         static = min(_static_plans(sim), key=lambda p: _jct(sim(p), confidence))
-    ways = {"off": (False,), "on": (True,), "auto": (False, True)}[preprovision]
-    planned = []
-    for ahead in ways:
-        way = Simulator(job, profile, runs=runs, seed=seed, max_instances=cap, preprovision=ahead)
-        plan = pair_moves(way, start, deadline_s, confidence, objective)
-        planned.append((spent(way(plan), objective), ahead, plan, way))
-    _, ahead, plan, way = min(planned, key=lambda p: p[0])  # a tie keeps it off
     return PlanResult(
         plan=plan,
         estimate=way(plan),
@@ -276,12 +396,28 @@ def plan_job(
         static_estimate=sim(static),
         deadline_s=deadline_s,
         confidence=confidence,
-        simulations=sim.calls + sum(p[3].calls for p in planned),
+        simulations=sim.calls + sum(other.calls for other in ways if other is not sim),
         max_instances=cap,
         runs=runs,
         seed=seed,
-        preprovision=ahead,
+        preprovision=way.preprovision,
         objective=objective,
+    )
+
+
+def _none_meets(
+    ways: Sequence[Simulator], deadline_s: float, confidence: str, cap: int
+) -> BashtError:
+    """No plan meets the deadline: the error names the fastest plan found."""
+    way, plan = min(
+        ((way, fastest(way, confidence)) for way in ways),
+        key=lambda found: _jct(found[0](found[1]), confidence),
+    )
+    return BashtError(
+        f"no plan of up to {cap} instance{'s' if cap > 1 else ''} meets the deadline of "
+        f"{deadline_s:g} s: the fastest plan found ({' '.join(map(str, plan))} instances per "
+        f"stage) takes {_jct(way(plan), confidence):.0f} s ({confidence}); give a later "
+        "deadline or more instances"
     )
 
 

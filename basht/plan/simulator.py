@@ -27,6 +27,8 @@ same trial in the same stage under every plan, so two plans differ by what the p
 
 from __future__ import annotations
 
+import copy
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -70,6 +72,31 @@ def stage_layout(stage: Stage, instances: int, gpus_per_instance: int) -> Layout
     return Layout(gpus, slots, math.ceil(stage.trials / slots))
 
 
+def stage_levels(stage: Stage, max_instances: int, gpus_per_instance: int) -> list[int]:
+    """The fewest instances for each distinct layout of a stage (GPUs per trial, waves),
+    ascending: more instances with the same layout cost more for (almost) nothing. A layout
+    changes only where a trial's GPUs double or a wave goes, so it steps from one of those
+    counts to the next, in about the square root of the trials' steps, not one per count."""
+    trials, gpus, out, m = stage.trials, gpus_per_instance, [], 1
+    while m <= max_instances:
+        out.append(m)
+        layout = stage_layout(stage, m, gpus)
+        more_gpus = 2 * layout.gpus_per_trial
+        per_instance = gpus // layout.gpus_per_trial
+        next_gpus = -(-more_gpus * trials // gpus) if more_gpus <= gpus else math.inf
+        next_wave = (
+            -(-trials // ((layout.waves - 1) * per_instance)) if layout.waves > 1 else math.inf
+        )
+        m = min(next_gpus, next_wave)
+    return out
+
+
+def grows(plan: Plan) -> bool:
+    """Whether a stage after the first has more instances than the one before: only then are
+    instances requested at a barrier, so only then can pre-provisioning change the estimate."""
+    return any(later > before for before, later in itertools.pairwise(plan))
+
+
 class Simulator:
     """`sim(plan)` -> Estimate, cached per plan; `calls` counts the plans simulated.
 
@@ -108,19 +135,27 @@ class Simulator:
         self._u_start = start.random((max_instances, len(self.stages), runs)).transpose(2, 1, 0)
         self._cache: dict[Plan, Estimate] = {}
         self._levels: dict[int, list[int]] = {}
+        self._work: dict[tuple[int, Layout], tuple[np.ndarray, np.ndarray]] = {}
+        self._plain: Simulator | None = None  # the same without pre-provisioning
         self.calls = 0
 
+    def preprovisioned(self) -> Simulator:
+        """This simulator with pre-provisioning, on the same draws. A plan that never grows
+        requests nothing ahead, so its estimate is this simulator's: asked of this one, it is
+        simulated (and counted in `calls`) once for both."""
+        if self.preprovision:
+            return self
+        ahead = copy.copy(self)
+        ahead.preprovision, ahead._plain = True, self
+        ahead._cache, ahead.calls = {}, 0
+        return ahead
+
     def levels(self, stage_index: int) -> list[int]:
-        """The fewest instances for each distinct layout of a stage (GPUs per trial, waves),
-        ascending: more instances with the same layout cost more for (almost) nothing."""
+        """A stage's `stage_levels`, up to max_instances."""
         if stage_index not in self._levels:
-            stage, seen, out = self.stages[stage_index], set(), []
-            for m in range(1, self.max_instances + 1):
-                layout = self.layout(stage, m)
-                if (layout.gpus_per_trial, layout.waves) not in seen:
-                    seen.add((layout.gpus_per_trial, layout.waves))
-                    out.append(m)
-            self._levels[stage_index] = out
+            self._levels[stage_index] = stage_levels(
+                self.stages[stage_index], self.max_instances, self.profile.gpus_per_instance
+            )
         return self._levels[stage_index]
 
     def layout(self, stage: Stage, instances: int) -> Layout:
@@ -134,6 +169,8 @@ class Simulator:
                 "instances"
             )
         cached = self._cache.get(plan)
+        if cached is None and self._plain is not None and not grows(plan):
+            cached = self._cache[plan] = self._plain(plan)
         if cached is None:
             cached = self._cache[plan] = self._simulate(plan)
             self.calls += 1
@@ -193,15 +230,24 @@ class Simulator:
         layout = self.layout(stage, ready.shape[1])
         per_instance = self.profile.gpus_per_instance // layout.gpus_per_trial
         slot_ready = np.sort(np.repeat(ready, per_instance, axis=1), axis=1)  # (runs, slots)
-        u = self._u_train[i]  # a straggler is slow in its overhead too
-        seconds = stage.epochs * self.profile.epoch_quantile(layout.gpus_per_trial, u)
-        seconds += self.profile.overhead_quantile(u)
-        padded = np.zeros((self.runs, layout.waves * layout.slots))
-        padded[:, : stage.trials] = seconds
-        busy = padded.reshape(self.runs, layout.waves, layout.slots).sum(axis=1)
-        used = min(layout.slots, stage.trials)
-        gpu_s = seconds.sum(axis=1) * layout.gpus_per_trial
-        return (slot_ready[:, :used] + busy[:, :used]).max(axis=1), gpu_s
+        busy, gpu_s = self._stage_work(i, layout)
+        return (slot_ready[:, : busy.shape[1]] + busy).max(axis=1), gpu_s
+
+    def _stage_work(self, i: int, layout: Layout) -> tuple[np.ndarray, np.ndarray]:
+        """Each used slot's busy seconds (runs x slots) and the GPU-seconds of stage i's trials
+        in each run. They depend on the stage's layout only, so every plan that gives the stage
+        the same layout reuses them: the trial times are drawn once per layout, not per plan."""
+        key = (i, layout)
+        if key not in self._work:
+            stage, u = self.stages[i], self._u_train[i]  # a straggler is slow in its overhead too
+            seconds = stage.epochs * self.profile.epoch_quantile(layout.gpus_per_trial, u)
+            seconds += self.profile.overhead_quantile(u)
+            padded = np.zeros((self.runs, layout.waves * layout.slots))
+            padded[:, : stage.trials] = seconds
+            busy = padded.reshape(self.runs, layout.waves, layout.slots).sum(axis=1)
+            used = min(layout.slots, stage.trials)
+            self._work[key] = (busy[:, :used].copy(), seconds.sum(axis=1) * layout.gpus_per_trial)
+        return self._work[key]
 
     def _bill(self, lifetimes_s: np.ndarray) -> np.ndarray:
         """Each run's billed cost of instances that lived `lifetimes_s` (runs x instances):

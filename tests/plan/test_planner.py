@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -12,9 +13,17 @@ import pytest
 import yaml
 
 from basht.errors import BashtError
-from basht.plan import ShaJob, Simulator, load_profile, plan_job
-from basht.plan.planner import best_static, brute_force, greedy, pair_moves
+from basht.plan import ShaJob, Simulator, Stage, load_profile, plan_job
+from basht.plan.planner import (
+    best_static,
+    brute_force,
+    check_size,
+    default_max_instances,
+    greedy,
+    pair_moves,
+)
 from basht.plan.profile import parse_duration, profile_from_dict
+from basht.plan.simulator import stage_layout, stage_levels
 from tests.cli import basht, cli_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -351,3 +360,94 @@ def test_basht_plan_says_when_only_a_plan_that_scales_meets_the_deadline(tmp_pat
     assert proc.returncode == 0, proc.stderr
     assert "no static cluster meets the deadline, only a plan that scales" in proc.stdout
     assert "less than the best static" not in proc.stdout  # no saving against a late cluster
+
+
+@pytest.mark.parametrize("preprovision", ["off", "auto"])
+def test_each_plan_is_simulated_and_counted_once(monkeypatch, preprovision):
+    # The best static plan was simulated twice (by the static search, then by the search from
+    # it) and counted twice. Pre-provisioned, a plan that never grows is the same plan.
+    simulated = []
+    simulate = Simulator._simulate
+
+    def counted(sim, plan):
+        ahead = sim.preprovision and any(b > a for a, b in itertools.pairwise(plan))
+        simulated.append((plan, ahead))
+        return simulate(sim, plan)
+
+    monkeypatch.setattr(Simulator, "_simulate", counted)
+    job, profile = ShaJob(27, 1, 27, 3), profile_from_dict(_tail())
+    result = plan_job(job, profile, 2000, runs=50, max_instances=5, preprovision=preprovision)
+    assert result.simulations == len(simulated) == len(set(simulated))
+
+
+def test_a_later_deadline_never_gets_a_dearer_plan():
+    # The greedy and the pair moves stop at a local optimum: with the example profile, 2360 s
+    # gave a plan 2.2 % dearer than 2320 s did (and 1520 s 1.2 % dearer than 1480 s).
+    profile = load_profile(ROOT / "examples/plan/p3-profile.yaml")
+    job = ShaJob(81, 1, 9, 3)
+    costs = []
+    for deadline_s in range(1480, 2560, 40):
+        result = plan_job(job, profile, deadline_s, runs=50, max_instances=7)
+        assert result.estimate.jct_p95_s <= deadline_s
+        costs.append(result.estimate.cost_usd)
+    assert costs == sorted(costs, reverse=True)
+
+
+def test_a_job_too_large_to_plan_is_refused_before_anything_is_simulated(monkeypatch):
+    profile = load_profile(ROOT / "examples/plan/p3-profile.yaml")
+
+    def simulated(*args, **kwargs):
+        raise AssertionError("a simulator was made")
+
+    monkeypatch.setattr(Simulator, "__init__", simulated)
+    # Each plan draws 200 runs of 131071 trials, and a step of the search tries millions.
+    with pytest.raises(BashtError) as err:
+        plan_job(ShaJob(65536, 1, 65536, 2), profile, 3600)
+    assert str(err.value).startswith(
+        "job too large to plan: 65536 trials over 17 stages on up to 16384 instances at 200 runs"
+    )
+    assert "over the limit of 2e+08; give fewer trials (search.max_trials)" in str(err.value)
+    # Few runs, but too many plans one or two stages away from each plan.
+    with pytest.raises(BashtError, match="simulates 2897 plans, over the limit of 2000"):
+        plan_job(ShaJob(512, 1, 512, 2), profile, 3600, runs=1)
+
+
+@pytest.mark.parametrize(
+    ("job", "runs", "max_instances"),
+    [
+        (ShaJob(81, 1, 81, 3), 200, None),  # examples/plan/sha-81.yaml, as `basht plan` plans it
+        (ShaJob(81, 1, 81, 3), 1000, None),
+        (ShaJob(27, 1, 27, 3), 200, 7),  # benchmarks/rubberband_plan.py's small job
+        (ShaJob(81, 1, 81, 3), 200, 8),  # benchmarks/rubberband_replan.py
+        (ShaJob(243, 1, 243, 3), 200, None),
+    ],
+)
+def test_the_jobs_planned_in_use_are_not_too_large(job, runs, max_instances):
+    profile = load_profile(ROOT / "examples/plan/p3-profile.yaml")  # 4 GPUs, as the benchmarks'
+    check_size(job, profile, max_instances or default_max_instances(job, profile), runs)
+
+
+def test_basht_plan_refuses_a_job_too_large_in_one_line(tmp_path):
+    experiment = yaml.safe_load((ROOT / "examples/plan/sha-81.yaml").read_text())
+    experiment["search"] |= {"max_trials": 65536, "max_budget": 65536, "eta": 2}
+    (tmp_path / "e.yaml").write_text(yaml.safe_dump(experiment))
+    profile = str(ROOT / "examples/plan/p3-profile.yaml")
+    proc = basht(
+        "plan", "e.yaml", "--profile", profile, "--deadline", "1h", cwd=tmp_path, timeout=60
+    )
+    assert proc.returncode == 2 and not proc.stdout.strip()
+    assert proc.stderr.strip().count("\n") == 0
+    assert "job too large to plan: 65536 trials over 17 stages" in proc.stderr
+
+
+@pytest.mark.parametrize("gpus", [1, 2, 3, 4, 6, 8])
+def test_a_stages_levels_are_the_fewest_instances_of_each_layout(gpus):
+    # Stepped from layout change to layout change, as counting every instance count finds them.
+    for trials, cap in itertools.product([*range(1, 70), 243, 1000], [1, 5, 21, 300]):
+        stage, seen, every = Stage(trials, 1), set(), []
+        for m in range(1, cap + 1):
+            layout = stage_layout(stage, m, gpus)
+            if (layout.gpus_per_trial, layout.waves) not in seen:
+                seen.add((layout.gpus_per_trial, layout.waves))
+                every.append(m)
+        assert stage_levels(stage, cap, gpus) == every, (trials, cap)
