@@ -60,6 +60,14 @@ def serve(
         str | None,
         typer.Option(help="uvicorn log level (default info). Env: BASHT_BSO_LOG_LEVEL."),
     ] = None,
+    trial_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds a running trial may go without an epoch report before it is "
+            "abandoned and its batch size handed out again; keep it above your longest epoch "
+            "(default 86400, one day; 0: never). Env: BASHT_BSO_TRIAL_TIMEOUT.",
+        ),
+    ] = None,
 ) -> None:
     """Serve the batch size optimizer over HTTP (Zeus's BSO protocol), until Ctrl-C."""
     import os
@@ -71,7 +79,13 @@ def serve(
     from basht.bso.db.migrate import ensure_ready
 
     settings = ServerSettings.from_env(
-        db=db, host=host, port=port, token=token, workers=workers, log_level=log_level
+        db=db,
+        host=host,
+        port=port,
+        token=token,
+        workers=workers,
+        log_level=log_level,
+        trial_timeout=trial_timeout,
     )
     settings.check_can_listen()  # before the database: a taken port creates nothing
     revision = ensure_ready(settings.db)
@@ -84,8 +98,8 @@ def serve(
     os.environ.update(settings.to_env())  # the workers rebuild the settings from these
     console.print(
         f"basht bso: http://{settings.host}:{settings.port} (docs at /docs), database "
-        f"{redact(settings.db)} at revision {revision}, {settings.workers} worker(s)"
-        f"{', token required' if settings.token else ''}",
+        f"{redact(settings.db)} at revision {revision}, {settings.workers} worker(s), "
+        f"{_timeout_words(settings.trial_timeout)}{', token required' if settings.token else ''}",
         highlight=False,
     )
     uvicorn.run(
@@ -210,6 +224,12 @@ def simulate(
                 indent=2,
             )
         )
+
+
+def _timeout_words(seconds: float) -> str:
+    if seconds == 0:
+        return "trials never abandoned"
+    return f"trials abandoned after {seconds:g} s without a report"
 
 
 def _recurrence_table(result: Any) -> Any:

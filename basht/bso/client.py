@@ -156,7 +156,9 @@ class BatchSizeOptimizer:
 
         Sets `training_finished` when the server says stop. Raises `TrainFailError` when the run
         is given up (early-stopped on cost, or out of epochs): relaunch the job and the next run
-        gets another batch size.
+        gets another batch size. Each report also keeps the trial alive: after longer than the
+        server's trial timeout without one, the server abandons the trial and this raises a
+        `BSOServerError` with status 409.
         """
         if self.trial is None:
             raise BSOOrderError("call get_batch_size before on_evaluate")

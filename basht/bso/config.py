@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 from collections.abc import Mapping
@@ -13,6 +14,10 @@ from basht.bso.errors import BSOError
 ENV_PREFIX = "BASHT_BSO_"
 DEFAULT_DB = "sqlite:///basht-bso.db"
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+DEFAULT_TRIAL_TIMEOUT_S = 86400.0
+"""How long a running trial may go without a report before it is abandoned (one day): far
+longer than a typical epoch, so a live client is not cut off, yet a killed client holds its job's
+pruning back for a day, not for ever."""
 
 
 @dataclass(frozen=True)
@@ -26,6 +31,7 @@ class ServerSettings:
     workers: int = 1
     log_level: str = "info"
     echo_sql: bool = False
+    trial_timeout: float = DEFAULT_TRIAL_TIMEOUT_S  # seconds; 0: never abandon a trial
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
@@ -34,6 +40,10 @@ class ServerSettings:
             raise BSOError(f"workers {self.workers}: expected at least 1")
         if self.log_level not in LOG_LEVELS:
             raise BSOError(f"log level {self.log_level!r}: expected one of {', '.join(LOG_LEVELS)}")
+        if not (math.isfinite(self.trial_timeout) and self.trial_timeout >= 0):
+            raise BSOError(
+                f"trial timeout {self.trial_timeout:g}: expected seconds, 0 or more (0: never)"
+            )
         if self.token is not None and not self.token.strip():
             raise BSOError("token: empty; leave it unset to serve without one")
         if self.token is not None:
@@ -101,6 +111,11 @@ def _parse(name: str, kind: Any, raw: str) -> Any:
             return int(raw)
         except ValueError:
             raise BSOError(f"{var}={raw!r}: expected an integer") from None
+    if kind in ("float", float):
+        try:
+            return float(raw)
+        except ValueError:
+            raise BSOError(f"{var}={raw!r}: expected a number") from None
     if kind in ("bool", bool):
         lowered = raw.strip().lower()
         if lowered in ("1", "true", "yes", "on"):

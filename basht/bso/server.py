@@ -129,7 +129,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = open_engine(settings.db, echo=settings.echo_sql)
-        app.state.service = BSOService(engine)
+        app.state.service = BSOService(engine, trial_timeout_s=settings.trial_timeout)
         log.info("BSO server on database %s", redact(settings.db))
         try:
             yield
@@ -203,7 +203,9 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     @app.post(REPORT_RESULT_URL, response_model=ReportResponse, dependencies=write)
     async def report(result: TrainingResult, svc: Svc) -> ReportResponse:
-        """Report one epoch (cumulative time and energy); the answer says whether to stop."""
+        """Report one epoch (cumulative time and energy); the answer says whether to stop.
+
+        Each report also tells the server the trial is alive; an abandoned trial's is a 409."""
         return await svc.report(result)
 
     @app.patch(REPORT_END_URL, dependencies=write)

@@ -7,6 +7,13 @@ number, lose a report, or race on the job's minimum cost. Nothing is held in pro
 
 The decisions are Zeus's (see `bandit`, `pruning` and `report`); the places where we differ from
 Zeus are marked "Fix over Zeus".
+
+Fix over Zeus: a trial whose client died without ending it (SIGKILL, a lost node) stays
+Dispatched for ever in Zeus, and a pruning probe in that state stops pruning for good. Here every
+report is a heartbeat, and when the job next asks for a batch size, its running trials that have
+not reported for `trial_timeout_s` are marked Abandoned under the job's lock (see
+`_abandon_silent`); no background task is needed, and a report and that decision can never
+interleave.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from basht.bso import rng as rngs
 from basht.bso.bandit import ArmState, choose_arm, fit_arm, mab_window
+from basht.bso.config import DEFAULT_TRIAL_TIMEOUT_S
 from basht.bso.cost import zeus_cost
 from basht.bso.db.schema import ArmRow, JobRow, TrialRow
 from basht.bso.pruning import Done, Explore, Probe, Wait, next_step
@@ -89,10 +97,16 @@ def _now() -> datetime:
 
 
 class BSOService:
-    """Register jobs, hand out batch sizes, take reports, end trials, delete jobs."""
+    """Register jobs, hand out batch sizes, take reports, end trials, delete jobs.
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    A running trial that sends no report for `trial_timeout_s` seconds is abandoned (0: never).
+    """
+
+    def __init__(
+        self, engine: AsyncEngine, trial_timeout_s: float = DEFAULT_TRIAL_TIMEOUT_S
+    ) -> None:
         self.engine = engine
+        self.trial_timeout_s = trial_timeout_s
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
 
     @asynccontextmanager
@@ -135,11 +149,17 @@ class BSOService:
     # -- GET /jobs/batch_size -----------------------------------------------------------------
 
     async def next_trial(self, job_id: str) -> TrialId:
-        """Open a trial with the batch size the job should train with next."""
+        """Open a trial with the batch size the job should train with next.
+
+        Silent trials are abandoned first, so a probe whose client died is probed again instead
+        of making every later request wait for it.
+        """
         async with self._transaction() as s:
             job = await _lock(s, job_id)
             if job is None:
                 raise BadRequest(f"Unknown job({job_id}). Please register the job first")
+            now = _now()  # after the lock: a report that got it first counts
+            await _abandon_silent(s, job_id, self.trial_timeout_s, now)
             rng = None
             if job.stage == Stage.MAB:
                 rng = rngs.load(job.rng_state)
@@ -174,7 +194,7 @@ class BSOService:
                     batch_size=size,
                     type=kind.value,
                     status=TrialStatus.DISPATCHED.value,
-                    start_timestamp=_now(),
+                    start_timestamp=now,
                 )
             )
         log.info("job %s trial %d: batch size %d (%s)", job_id, number, size, kind.value)
@@ -187,7 +207,8 @@ class BSOService:
 
         Training stops when the target is reached, when `max_epochs` is reached, or when the
         cumulative cost exceeds beta_knob × the job's lowest cost so far (early stopping). Like
-        Zeus, every finished result (converged or not) may lower that minimum.
+        Zeus, every finished result (converged or not) may lower that minimum. Every report is
+        stored as the trial's progress and heartbeat; an abandoned trial's report is a 409.
         """
         async with self._transaction() as s:
             job = await _lock(s, result.job_id)
@@ -199,6 +220,8 @@ class BSOService:
                     f"Unknown trial (job_id={result.job_id}, batch_size={result.batch_size}, "
                     f"trial_number={result.trial_number})"
                 )
+            if trial.status == TrialStatus.ABANDONED:
+                raise Conflict(_abandoned_message(trial))
             if trial.status != TrialStatus.DISPATCHED:
                 if trial.converged is None:
                     raise BadRequest(
@@ -227,6 +250,7 @@ class BSOService:
                 reached = job.target_metric <= result.metric
             else:
                 reached = job.target_metric >= result.metric
+            _record_progress(trial, result)
             if within and result.current_epoch < job.max_epochs and not reached:
                 return ReportResponse(
                     stop_train=False,
@@ -247,12 +271,8 @@ class BSOService:
             if job.stage == Stage.MAB:
                 await _refit_arm(s, job, trial, cost)
             trial.status = TrialStatus.SUCCEEDED.value
-            trial.end_timestamp = _now()
-            trial.time_s = result.time
-            trial.energy_j = result.energy
+            trial.end_timestamp = trial.last_report_at
             trial.converged = reached and within
-            trial.epochs = result.current_epoch
-            trial.metric = result.metric
             if job.min_cost is None or job.min_cost > cost:
                 job.min_cost = cost
                 job.min_cost_batch_size = result.batch_size
@@ -306,6 +326,7 @@ class BSOService:
             ).all()
             return {
                 "job": _created_job(job).model_dump(),
+                "trial_timeout_s": self.trial_timeout_s or None,
                 "stage": job.stage,
                 "min_cost": job.min_cost,
                 "min_cost_batch_size": job.min_cost_batch_size,
@@ -331,6 +352,9 @@ class BSOService:
                         "converged": t.converged,
                         "epochs": t.epochs,
                         "metric": t.metric,
+                        "started": _iso(t.start_timestamp),
+                        "last_report": _iso(t.last_report_at),
+                        "ended": _iso(t.end_timestamp),
                     }
                     for t in trials
                 ],
@@ -344,6 +368,70 @@ async def _lock(s: AsyncSession, job_id: str) -> JobRow | None:
     """The job row, locked until the transaction ends (FOR UPDATE is a no-op on SQLite, whose
     BEGIN IMMEDIATE already serializes the whole transaction)."""
     return await s.scalar(select(JobRow).where(JobRow.job_id == job_id).with_for_update())
+
+
+def _utc(moment: datetime) -> datetime:
+    """SQLite gives back the naive UTC time the server stored; PostgreSQL an aware one."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else _utc(moment).isoformat()
+
+
+def _last_heard(trial: TrialRow) -> datetime:
+    """When the trial last showed it was alive: its latest report, else its start."""
+    return _utc(trial.last_report_at or trial.start_timestamp)
+
+
+async def _abandon_silent(s: AsyncSession, job_id: str, timeout_s: float, now: datetime) -> None:
+    """Mark Abandoned the job's running trials that have not reported for over `timeout_s`.
+
+    Called with the job locked, like every report, so a report either lands first (and the
+    trial lives on) or finds the trial abandoned; a slow client whose reports keep coming
+    within the timeout is never touched. Nothing is deleted: the trial keeps its latest
+    progress, and `end_timestamp` says when it was given up.
+    """
+    if timeout_s <= 0:
+        return
+    running = await s.scalars(
+        select(TrialRow).where(
+            TrialRow.job_id == job_id, TrialRow.status == TrialStatus.DISPATCHED.value
+        )
+    )
+    for trial in running:
+        silent_s = (now - _last_heard(trial)).total_seconds()
+        if silent_s > timeout_s:
+            trial.status = TrialStatus.ABANDONED.value
+            trial.end_timestamp = now
+            log.warning(
+                "job %s trial %d (batch size %d, %s): abandoned, no report for %.0f s "
+                "(trial timeout %g s)",
+                job_id,
+                trial.trial_number,
+                trial.batch_size,
+                trial.type,
+                silent_s,
+                timeout_s,
+            )
+
+
+def _abandoned_message(trial: TrialRow) -> str:
+    return (
+        f"Trial({trial.trial_number}) was abandoned at {_iso(trial.end_timestamp)}: it sent no "
+        f"report since {_iso(_last_heard(trial))}, longer than the server's trial timeout. Its "
+        "batch size has been handed out again and this result is not used; relaunch the job "
+        "(and raise the server's --trial-timeout if one epoch can take that long)."
+    )
+
+
+def _record_progress(trial: TrialRow, result: TrainingResult) -> None:
+    """Keep the latest report on the trial: its heartbeat, and how far it got should it die."""
+    trial.last_report_at = _now()
+    trial.epochs = result.current_epoch
+    trial.metric = result.metric
+    trial.time_s = result.time
+    trial.energy_j = result.energy
 
 
 async def _arms(s: AsyncSession, job_id: str) -> list[ArmState]:
@@ -366,15 +454,15 @@ def _cost(job: JobRow, time_s: float | None, energy_j: float | None) -> float:
 async def _probes(s: AsyncSession, job: JobRow) -> dict[int, list[Probe]]:
     """Non-failed exploration trials per batch size, in trial order (index = pruning round).
 
-    A probe ended by PATCH /trials (Failed) is invisible, so that size is probed again: a crashed
-    run tells nothing about the batch size.
+    A probe ended by PATCH /trials (Failed) or abandoned is invisible, so that size is probed
+    again: a crashed run tells nothing about the batch size.
     """
     rows = await s.scalars(
         select(TrialRow)
         .where(
             TrialRow.job_id == job.job_id,
             TrialRow.type == TrialType.EXPLORATION.value,
-            TrialRow.status != TrialStatus.FAILED.value,
+            TrialRow.status.notin_((TrialStatus.FAILED.value, TrialStatus.ABANDONED.value)),
         )
         .order_by(TrialRow.trial_number)
     )

@@ -81,11 +81,14 @@ class TrialType(StrEnum):
 
 class TrialStatus(StrEnum):
     """DISPATCHED: running. SUCCEEDED: a final result came in (converged or not). FAILED: ended
-    by PATCH /trials without a result (a crash); it carries no cost."""
+    by PATCH /trials without a result (a crash); it carries no cost. ABANDONED: sent no report
+    for longer than the server's trial timeout (a client killed before it could end the trial);
+    it carries no cost either, and a report that comes after all is refused."""
 
     DISPATCHED = "Dispatched"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
+    ABANDONED = "Abandoned"
 
 
 class JobParams(BaseModel):

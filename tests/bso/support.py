@@ -167,3 +167,100 @@ def check_hammered(url: str, job_id: str, seen: list[dict[str, Any]]) -> None:
         0.5 * (100 * epochs + s["i"]) + 0.5 * 3000 * (10 * epochs + s["i"]) for s in seen
     )
     assert state["min_cost"] == cheapest
+
+
+# -- training clients that die, and databases an older server left ------------------------------
+
+TRAINING_SCRIPT = """\
+import sys
+from basht.bso import BatchSizeOptimizer
+from tests.bso.test_client import FakeMonitor, spec
+bso = BatchSizeOptimizer(sys.argv[1], spec(sys.argv[2]), monitor=FakeMonitor(),
+    max_power_w=100.0, number_of_gpus=1, gpu_model="test-cpu")
+bso.get_batch_size()
+bso.on_train_begin()
+bso.on_evaluate(0.1)
+print("reported", bso.current_batch_size, bso.trial_number, flush=True)
+sys.stdin.readline()  # silent from here on: killed, or told to report its next epoch
+bso.on_evaluate(0.1)
+"""
+
+
+@dataclass
+class TrainingClient:
+    """Our real client in its own process, stopped after its first epoch's report."""
+
+    process: subprocess.Popen[str]
+    batch_size: int
+    trial_number: int
+    reported_at: float  # time.monotonic() just after the server answered the report
+
+
+def start_training_client(url: str, job_id: str, folder: Path) -> TrainingClient:
+    """Start a training run of `job_id` (test_client's `spec`) and wait for its first report."""
+    script = folder / f"train-{job_id}.py"
+    script.write_text(TRAINING_SCRIPT)
+    process = subprocess.Popen(
+        [sys.executable, str(script), url, job_id],
+        env=basht_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line.startswith("reported "):
+        process.kill()
+        raise RuntimeError(f"the training client failed: {line}{process.communicate()[1]}")
+    _, size, number = line.split()
+    return TrainingClient(process, int(size), int(number), time.monotonic())
+
+
+def sleep_until(moment: float) -> None:
+    time.sleep(max(0.0, moment - time.monotonic()))
+
+
+async def seed_revision_0001(url: str, job_id: str, long_ago: Any) -> None:
+    """Rows as a server at revision 0001 wrote them: a probe that succeeded and one still
+    running, both started at `long_ago` (no trial has a last_report_at column yet)."""
+    from basht.bso.db.engine import open_engine
+    from basht.bso.db.schema import JobRow, TrialRow
+
+    body = job_body(job_id, mab_seed=None)
+    job = {k: v for k, v in body.items() if k in JobRow.__table__.c}
+    job.update(
+        batch_sizes=sorted(body["batch_sizes"]),
+        stage="Pruning",
+        min_cost=0.5 * 100 + 0.5 * 3000 * 10,
+        min_cost_batch_size=1024,
+        rng_state=None,
+        pruning_note=None,
+        created_at=long_ago,
+    )
+    trial = {"job_id": job_id, "type": "Exploration", "start_timestamp": long_ago}
+    engine = open_engine(url)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(JobRow.__table__.insert().values(**job))
+            await conn.execute(
+                TrialRow.__table__.insert().values(
+                    **trial,
+                    trial_number=1,
+                    batch_size=1024,
+                    status="Succeeded",
+                    end_timestamp=long_ago,
+                    time_s=10.0,
+                    energy_j=100.0,
+                    converged=True,
+                    epochs=3,
+                    metric=0.9,
+                )
+            )
+            await conn.execute(
+                TrialRow.__table__.insert().values(
+                    **trial, trial_number=2, batch_size=512, status="Dispatched"
+                )
+            )
+    finally:
+        await engine.dispose()

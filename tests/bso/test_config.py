@@ -23,8 +23,18 @@ def test_options_then_environment_then_defaults():
 
 
 def test_settings_survive_the_trip_to_worker_processes():
-    settings = ServerSettings(db="sqlite:///x.db", port=8123, token="abc", workers=3, echo_sql=True)
+    settings = ServerSettings(
+        db="sqlite:///x.db", port=8123, token="abc", workers=3, echo_sql=True, trial_timeout=2.5
+    )
     assert ServerSettings.from_env(settings.to_env()) == settings
+
+
+def test_the_trial_timeout_defaults_to_a_day_and_zero_means_never():
+    assert ServerSettings.from_env({}).trial_timeout == 86400
+    assert ServerSettings.from_env({"BASHT_BSO_TRIAL_TIMEOUT": "0"}).trial_timeout == 0
+    assert ServerSettings.from_env({"BASHT_BSO_TRIAL_TIMEOUT": "90"}, trial_timeout=1.5) == (
+        ServerSettings(trial_timeout=1.5)
+    )
 
 
 @pytest.mark.parametrize(
@@ -32,6 +42,9 @@ def test_settings_survive_the_trip_to_worker_processes():
     [
         ({"BASHT_BSO_WORKERS": "many"}, "BASHT_BSO_WORKERS='many': expected an integer"),
         ({"BASHT_BSO_ECHO_SQL": "maybe"}, "expected true or false"),
+        ({"BASHT_BSO_TRIAL_TIMEOUT": "1h"}, "BASHT_BSO_TRIAL_TIMEOUT='1h': expected a number"),
+        ({"BASHT_BSO_TRIAL_TIMEOUT": "-5"}, "trial timeout -5: expected seconds"),
+        ({"BASHT_BSO_TRIAL_TIMEOUT": "nan"}, "trial timeout nan"),
         ({"BASHT_BSO_TOKEN": "  "}, "token: empty"),
         ({"BASHT_BSO_TOKEN": "pässword"}, "printable ASCII"),
         ({"BASHT_BSO_TOKEN": " secret"}, "without surrounding spaces"),

@@ -8,7 +8,15 @@ import asyncio
 import httpx
 import pytest
 
-from tests.bso.support import basht, check_hammered, hammer, job_body, result_body
+from basht.bso.db.migrate import upgrade
+from tests.bso.support import (
+    basht,
+    check_hammered,
+    hammer,
+    job_body,
+    result_body,
+    seed_revision_0001,
+)
 
 asyncpg = pytest.importorskip(
     "asyncpg", reason="the PostgreSQL path needs asyncpg (the `bso` extra)"
@@ -34,9 +42,9 @@ def pg_db(postgres_url: str) -> str:
     url = _create_database(postgres_url, "bso_tests")
     first = basht("bso", "migrate", "--db", url)
     assert first.returncode == 0, first.stderr
-    assert "migrated from empty to revision 0001" in first.stdout
+    assert "migrated from empty to revision 0002" in first.stdout
     again = basht("bso", "migrate", "--db", url)
-    assert again.returncode == 0 and "already at revision 0001" in again.stdout
+    assert again.returncode == 0 and "already at revision 0002" in again.stdout
     return url
 
 
@@ -130,3 +138,22 @@ def test_values_postgresql_cannot_store_are_422s_and_store_nothing(serve, pg_db)
         assert http.patch("/trials", json={**trial, "trial_number": 2**31}).status_code == 422
         assert http.post("/report", json=result_body(trial, metric=0.9)).status_code == 200
         assert http.get("/jobs", params={"job_id": "pgbad-2"}).json()["trials"][0]["converged"]
+
+
+def test_a_client_killed_mid_probe_is_abandoned_on_postgres(serve, pg_db, tmp_path):
+    from tests.bso.test_abandon import TIMEOUT, kill_a_probe_then_prune_on
+
+    server = serve("--workers", "2", "--trial-timeout", str(TIMEOUT), db=pg_db)
+    kill_a_probe_then_prune_on(server.url, "killed-pg", tmp_path)
+
+
+def test_upgrading_a_postgres_database_from_revision_0001(serve, postgres_url):
+    from tests.bso.test_migrations import LONG_AGO, check_upgraded_from_0001
+
+    url = _create_database(postgres_url, "bso_from_0001")
+    asyncio.run(upgrade(url, "0001"))
+    asyncio.run(seed_revision_0001(url, "old-pg", LONG_AGO))
+    migrated = basht("bso", "migrate", "--db", url)
+    assert migrated.returncode == 0, migrated.stderr
+    assert "migrated from 0001 to revision 0002" in migrated.stdout
+    check_upgraded_from_0001(serve("--trial-timeout", "3600", db=url), "old-pg")

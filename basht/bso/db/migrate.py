@@ -38,13 +38,14 @@ def head_revision() -> str:
     return head
 
 
-async def upgrade(url: str) -> tuple[str | None, str]:
-    """Bring the database at `url` to the newest revision; returns (before, after)."""
+async def upgrade(url: str, revision: str = "head") -> tuple[str | None, str]:
+    """Bring the database at `url` to `revision` (the newest by default); returns (before,
+    after). An older revision is for tests that upgrade a database as an older server left it."""
     engine = open_engine(url)
     try:
         async with engine.begin() as conn:
             before = await conn.run_sync(_current)
-            await conn.run_sync(_upgrade)
+            await conn.run_sync(_upgrade, revision)
             after = await conn.run_sync(_current)
     except (OperationalError, DBAPIError, OSError) as err:
         raise BSOError(f"database {redact(url)!r}: cannot migrate ({_reason(err)})") from None
@@ -94,10 +95,10 @@ def _current(sync_conn: Any) -> str | None:
     return context.get_current_revision()
 
 
-def _upgrade(sync_conn: Any) -> None:
+def _upgrade(sync_conn: Any, revision: str) -> None:
     cfg = alembic_config()
     cfg.attributes["connection"] = sync_conn
-    command.upgrade(cfg, "head")
+    command.upgrade(cfg, revision)
 
 
 def _reason(err: BaseException) -> str:

@@ -87,7 +87,11 @@ class ArmRow(Base):
 
 
 class TrialRow(Base):
-    """One training run of a job. Numbers are per job, from 1, never reused."""
+    """One training run of a job. Numbers are per job, from 1, never reused.
+
+    While the trial runs, `epochs`, `metric`, `time_s` and `energy_j` hold its latest report, so
+    a trial that fails or is abandoned keeps how far it got; only a Succeeded trial has a cost.
+    """
 
     __tablename__ = "bso_trials"
 
@@ -100,6 +104,9 @@ class TrialRow(Base):
     status: Mapped[str] = mapped_column(String(16))  # spec.TrialStatus
     start_timestamp: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     end_timestamp: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # The latest report (every epoch's, not only the final one): a running trial silent for
+    # longer than the trial timeout is abandoned. Until its first report, start_timestamp counts.
+    last_report_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     time_s: Mapped[float | None] = mapped_column(Double, nullable=True)
     energy_j: Mapped[float | None] = mapped_column(Double, nullable=True)
     converged: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
