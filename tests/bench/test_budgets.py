@@ -41,7 +41,7 @@ def _run_until_a_limit(
 
 # kWh: a few seconds of this machine's estimated power, after what deploy uses (Optuna's worker
 # processes take a few seconds to start on a loaded machine)
-@pytest.mark.parametrize("system, budget", [("native", 4e-6), ("optuna", 8e-6)])
+@pytest.mark.parametrize("system, budget", [("native", 1.2e-5), ("optuna", 2.4e-5)])
 def test_a_run_ends_once_its_energy_budget_is_used(spec, tmp_path, system, budget):
     spec["system"] = system
     spec["measure"] = {"energy": "estimate"}
