@@ -11,9 +11,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from basht.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` still runs (a zombie, ended but not yet reaped, does not)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def cli_env(**extra: str) -> dict[str, str]:

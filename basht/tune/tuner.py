@@ -85,6 +85,14 @@ def time_limit(status: TunerStatus, budget_s: float) -> Limit:
     return reached
 
 
+def overstayed(grace_s: float, stop_reason: str | None) -> str:
+    """Why a trial still running `grace_s` after the search ended was aborted."""
+    return (
+        f"no report within search.stop_grace_s ({grace_s:g} s) after the search ended "
+        f"({stop_reason})"
+    )
+
+
 def first_reason(limits: Sequence[Limit]) -> str | None:
     """The reason of the first limit reached, asking them in order until one is."""
     for limit in limits:
@@ -533,10 +541,7 @@ class Tuner:
             self._grace_ends = now + grace_s
         if now < self._grace_ends or not self._running:
             return
-        why = (
-            f"no report within search.stop_grace_s ({grace_s:g} s) after the search ended "
-            f"({self.status.stop_reason})"
-        )
+        why = overstayed(grace_s, self.status.stop_reason)
         overdue = sorted(self._running)
         for trial_id in overdue:
             log.warning("trial %d aborted: %s", trial_id, why)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
+import yaml
 
 from basht.bench import PHASES, run_benchmark
 from basht.bench.runner import make_system
@@ -16,6 +17,7 @@ from basht.errors import BashtError
 from basht.experiment import Experiment
 from basht.store import Store
 from basht.store.repository import resolve_url
+from tests.cli import basht, process_alive
 from tests.postgres import Postgres, postgres_server
 
 optuna = pytest.importorskip("optuna")
@@ -115,9 +117,7 @@ def test_two_workers_share_the_study_through_all_seven_phases(spec, tmp_path):
     assert any(kind == "test" for *_, kind in watch.assigned)
 
     # Undeploy left nothing: no worker process, no study file.
-    assert not any(
-        psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in watch.pids
-    )
+    assert not any(process_alive(p) for p in watch.pids)
     assert not watch.sut.storage_file.exists()
     assert not list(Path(result.results_dir).glob("optuna.db*"))
 
@@ -155,6 +155,42 @@ def test_a_grid_runs_every_configuration_once_and_a_trial_that_raises_fails_alon
         else:
             assert t.state == "completed" and t.value == pytest.approx(2 * t.config["x"])
     assert result.best_config == {"kind": "ok", "x": 1.0}
+
+
+def test_a_hung_trial_is_aborted_after_the_grace_and_its_worker_replaced(spec, tmp_path):
+    """Optuna waits for a running trial however long it takes; Basht's grace after the search
+    ended kills the worker it hangs in, records the trial aborted and starts a new worker."""
+    flag = tmp_path / "hung.pid"
+    spec = _spec(spec, pruner="none", max_trials=1000, time_budget_s=3, stop_grace_s=1)
+    spec["workload"] = {
+        "name": "tests.tune.hanging_workloads:HangsOnce",
+        "params": {"flag": str(flag), "epoch_s": 0.1, "hang_at": 2},
+    }
+    spec["space"] = {"x": {"type": "float", "low": 0.1, "high": 1.0}}
+    path = tmp_path / "hang.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    done = basht("run", "-q", str(path), cwd=tmp_path, timeout=180)  # waits 600 s without
+    assert done.returncode == 0, done.stderr[-2000:]
+
+    store = Store(spec["store"])
+    (run,) = store.list_runs()
+    assert run.status == "completed" and run.stop_reason == "time budget of 3 s used"
+    (search,) = [p for p in store.phases(run.id) if p.name == "run"]
+    assert 3 <= search.end - search.start < 3 + 1 + 30  # the budget, the grace, a new worker
+    trials = store.trials(run.id)
+    (hung,) = [t for t in trials if t.state == "aborted"]
+    assert hung.budget == 1 and hung.error == (
+        "no report within search.stop_grace_s (1 s) after the search ended "
+        "(time budget of 3 s used)"
+    )
+    assert hung.train_s >= 1.0  # the epoch it hung in held its worker past the grace
+    assert not process_alive(int(flag.read_text()))
+    rest = [t for t in trials if t is not hung]
+    assert any(t.state == "completed" for t in rest)
+    assert {t.state for t in rest} <= {"completed", "stopped", "aborted"}
+    (results,) = (tmp_path / "results").glob("*/results.json")
+    summary = json.loads(results.read_text())
+    assert summary["status"] == "completed" and summary["test_metrics"]  # on a new worker
 
 
 def test_a_non_local_executor_is_a_one_line_error(spec, tmp_path):

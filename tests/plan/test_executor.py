@@ -20,7 +20,7 @@ from basht.experiment import load_experiment
 from basht.plan.cluster import Cluster, LocalProvider
 from basht.plan.executor import PlanExecutor
 from basht.store import Store
-from tests.cli import basht, run_in_background, wait_for_trials
+from tests.cli import basht, process_alive, run_in_background, wait_for_trials
 
 ROOT = Path(__file__).resolve().parents[2]
 PRICE = Price(usd_per_hour=3.6, vcpus=8, gpus=2, rule=AWS_LINUX)  # 0.001 USD a second
@@ -539,14 +539,6 @@ def test_a_hung_trial_aborted_on_the_cluster_frees_its_place_and_its_process_end
         assert executor.idle_workers == free - 1
         executor.abort(0)
         assert executor.idle_workers == free
-        assert not _process_alive(pid)
+        assert not process_alive(pid)
     finally:
         executor.shutdown()
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(") ")[1][0] != "Z"  # a zombie has ended
-    except FileNotFoundError:
-        return False

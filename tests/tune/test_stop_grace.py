@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Callable
 from heapq import heappop, heappush
 from pathlib import Path
@@ -19,7 +18,7 @@ from basht.experiment import Experiment
 from basht.space import Float, SearchSpace
 from basht.store import Store
 from basht.tune import RandomSearch, Tuner
-from tests.cli import basht
+from tests.cli import basht, process_alive
 
 _ENDS = {STOP: "stopped", PAUSE: "paused", COMPLETE: "completed"}
 
@@ -178,7 +177,7 @@ def test_a_real_run_with_a_hung_trial_ends_at_its_time_budget_and_keeps_the_rest
     rest = [t for t in trials if t is not hung[0]]
     assert rest and {t.state for t in rest} <= {"completed", "stopped"}
     assert any(t.state == "completed" for t in rest)
-    assert not _alive(int(flag.read_text()))  # its worker was killed, not left behind
+    assert not process_alive(int(flag.read_text()))  # its worker was killed, not left behind
 
     (results,) = (tmp_path / "results").glob("*/results.json")
     summary = json.loads(results.read_text())
@@ -186,14 +185,6 @@ def test_a_real_run_with_a_hung_trial_ends_at_its_time_budget_and_keeps_the_rest
     assert summary["stop_reason"] == "time budget of 3 s used"
     assert summary["best"]["value"] is not None and summary["test_metrics"]
     assert {m.name for m in store.metrics(run.id)} >= {"JCT", "WTT"}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_resume_runs_a_trial_the_grace_aborted_again(spec, tmp_path):

@@ -33,6 +33,7 @@ from basht.errors import BashtError, StoreError
 from basht.experiment import Experiment
 from basht.store.repository import resolve_url
 from basht.tune import trial_seed
+from basht.tune.tuner import overstayed
 from basht.workloads import is_function_workload, resolve_workload
 
 log = logging.getLogger(__name__)
@@ -92,20 +93,23 @@ class OptunaSystem:
         self._create_study(optuna, "maximize" if exp.search.mode == "max" else "minimize")
         spawn = mp.get_context("spawn")
         self.shared = Shared(count=spawn.Value("q", 0), lock=spawn.Lock(), stop=spawn.Event())
-        cpus = exp.resources.cpus_per_worker
-        for index in range(exp.resources.workers):
-            parent, child = spawn.Pipe()
-            process = spawn.Process(
-                target=worker_main,
-                args=(index, child, cpus, self.shared),
-                name=f"basht-optuna-{index}",
-                daemon=True,
-            )
-            start_leaving_ctrl_c(process)
-            child.close()
-            self.workers.append(_Worker(index, process, parent))
+        self.workers = [self._spawn(index) for index in range(exp.resources.workers)]
         for worker in self.workers:
             _, _, worker.pid = self._expect(worker, "ready")
+
+    def _spawn(self, index: int) -> _Worker:
+        """Start worker process `index` (it says "ready" when it can take commands)."""
+        spawn = mp.get_context("spawn")
+        parent, child = spawn.Pipe()
+        process = spawn.Process(
+            target=worker_main,
+            args=(index, child, self.ctx.experiment.resources.cpus_per_worker, self.shared),
+            name=f"basht-optuna-{index}",
+            daemon=True,
+        )
+        start_leaving_ctrl_c(process)
+        child.close()
+        return _Worker(index, process, parent)
 
     def _create_study(self, optuna: Any, direction: str) -> None:
         """The study under its reproducible name, a stale one of that name deleted first.
@@ -155,14 +159,7 @@ class OptunaSystem:
             return True  # its run is gone from the store
 
     def setup(self) -> None:
-        for worker in self.workers:
-            worker.conn.send(("setup", self.workload))
-        problems = [self._expect(w, "setup")[1] for w in self.workers]
-        problem = next((p for p in problems if p), None)
-        if problem:
-            raise BashtError(
-                f"setup of {self.workload.name!r} failed in an Optuna worker: {problem}"
-            )
+        self._set_up(self.workers)
         from basht.bench.systems.optuna_map import describe
 
         exp = self.ctx.experiment
@@ -174,6 +171,16 @@ class OptunaSystem:
             can_checkpoint=self.can_checkpoint,
             target_budget=exp.search.max_budget,
         )
+
+    def _set_up(self, workers: list[_Worker]) -> None:
+        for worker in workers:
+            worker.conn.send(("setup", self.workload))
+        problems = [self._expect(w, "setup")[1] for w in workers]
+        problem = next((p for p in problems if p), None)
+        if problem:
+            raise BashtError(
+                f"setup of {self.workload.name!r} failed in an Optuna worker: {problem}"
+            )
 
     # -- run ---------------------------------------------------------------------------------
 
@@ -202,9 +209,16 @@ class OptunaSystem:
         assert self.recorder is not None and self.shared is not None
         recorder = self.recorder
         active = {w.conn: w for w in self.workers}
+        grace, grace_ends = self.ctx.experiment.search.stop_grace_s, None
         while active:
             if recorder.check_limits():
                 self.shared.stop.set()
+                if grace is not None:  # running trials get `grace` s to end, then are aborted
+                    now = time.monotonic()
+                    grace_ends = now + grace if grace_ends is None else grace_ends
+                    if now >= grace_ends:
+                        self._abort_overstaying(active, grace)
+                        continue
             for conn in wait(list(active), timeout=0.5):
                 worker = active[conn]  # type: ignore[index]
                 try:
@@ -221,6 +235,29 @@ class OptunaSystem:
                 answer(conn, message, recorder.handle)  # type: ignore[arg-type]
             if self.ctx.on_update is not None:
                 self.ctx.on_update(recorder.status)
+
+    def _abort_overstaying(self, active: dict[Connection, _Worker], grace_s: float) -> None:
+        """The grace after the search ended is out: the workers still in the study (in an epoch
+        that never returns, say; Optuna would wait for it) are killed, their trials aborted."""
+        assert self.recorder is not None
+        why = overstayed(grace_s, self.recorder.status.stop_reason)
+        killed = list(active.values())
+        active.clear()
+        for worker in killed:
+            worker.process.kill()
+            worker.process.join(timeout=5)
+            with contextlib.suppress(EOFError, OSError):  # what it said before it was killed
+                while worker.conn.poll():
+                    self.recorder.handle(worker.conn.recv())
+            worker.conn.close()
+            self.recorder.abort_slot(worker.index, why)
+        # A new worker in each one's place, as native replaces a killed one: the test phase
+        # needs one, and undeploy measures stopping the deployed set.
+        fresh = [self._spawn(worker.index) for worker in killed]
+        for worker in fresh:
+            _, _, worker.pid = self._expect(worker, "ready")
+            self.workers[worker.index] = worker
+        self._set_up(fresh)
 
     def _lost(self, worker: _Worker) -> None:
         """A worker died mid-study: its trial failed; the others carry on, as native's do."""

@@ -52,6 +52,8 @@ class _Trial:
     completing: bool = False
     pending_final: str | None = None
     pause_checkpoints: list[str] = field(default_factory=list)
+    loaded: bool = False
+    heard: float = 0.0  # time.monotonic() of its last start, load or report
 
 
 @dataclass
@@ -142,6 +144,7 @@ class TrialRecorder:
                 self.store.update_trial(trial.row_id, state="running", worker=slot, ended_at=None)
             self._slots[slot] = _Slot(message.pid, number, time.monotonic())
             trial.slot, trial.segment_started = slot, time.monotonic()
+            trial.heard = trial.segment_started
             self._move(trial, "running")
             if self.ctx.monitor is not None:
                 self.ctx.monitor.assign(slot, message.pid, number)
@@ -169,11 +172,14 @@ class TrialRecorder:
 
     def loaded(self, message: Loaded) -> None:
         with self._lock:
-            self.store.add_trial_time(self._trials[message.number].row_id, load_s=message.load_s)
+            trial = self._trials[message.number]
+            trial.loaded, trial.heard = True, time.monotonic()
+            self.store.add_trial_time(trial.row_id, load_s=message.load_s)
 
     def report(self, message: Reported) -> None:
         with self._lock:
             trial = self._trials[message.number]
+            trial.heard = time.monotonic()
             value = message.metrics.get(self.metric)
             trial.budget = message.epoch
             if value is not None and math.isfinite(value):
@@ -285,6 +291,22 @@ class TrialRecorder:
             number = self._slots[slot].trial
             if number is not None:
                 self.end(number, "failed", error=error)
+
+    def abort_slot(self, slot: int, error: str) -> None:
+        """The process behind `slot` was killed for overstaying: its trial is aborted, and the
+        load or epoch it was cut short in (it held the worker too) counts in its time."""
+        with self._lock:
+            number = self._slots[slot].trial
+            if number is None:
+                return
+            trial = self._trials[number]
+            cut = max(0.0, time.monotonic() - trial.heard)
+            if trial.loaded or not self.can_checkpoint:  # a plain function has no load step
+                self.store.add_trial_time(trial.row_id, train_s=cut)
+            else:
+                self.store.add_trial_time(trial.row_id, load_s=cut)
+            self.end(number, "aborted", error=error)
+            log.warning("trial %d aborted: %s", number, error)
 
     def abort_running(self, reason: str | None = None) -> None:
         """Ctrl-C or a crash: what was running is recorded as aborted, the rest is kept."""
