@@ -467,9 +467,10 @@ def replan(
 ) -> Replan:
     """The cheapest plan for the stages from `stage` on that meets what is left of the deadline,
     with the profile's trials `speed` times as long and the instances aged `live_s` (oldest
-    first) already up. It starts from the better of the cheapest static plan and `current` (the
-    rest of the plan as it was), so it is never worse than keeping the plan. When no plan meets
-    the deadline any more, it is the cheapest of those that finish soonest."""
+    first) already up: the cheaper of what `cheapest` finds (so more time left never gets a
+    dearer plan) and of `current` (the rest of the plan as it was) improved by the search, so it
+    is never worse than keeping the plan. When no plan meets the deadline any more, it is the
+    cheapest of those that finish soonest."""
     cap = max(max_instances or default_max_instances(job, profile), 1)
     sim = Simulator(
         job,
@@ -481,17 +482,15 @@ def replan(
         live_s=tuple(live_s),
         preprovision=preprovision,
     )
-    deadline = left_s
-    start = best_static(sim, deadline, confidence, objective)
-    if current is not None:
+    found = [cheapest(sim, left_s, confidence, objective)]
+    if current is not None:  # the rest of the plan as it was, improved, if it still meets it
         current = tuple(min(m, cap) for m in current)
-        keep = sim(current)
-        if _jct(keep, confidence) <= deadline and (
-            start is None or spent(keep, objective) < spent(sim(start), objective)
-        ):
-            start = current
-    if start is None:  # late whatever it does: as soon as it can, at the least cost for that
+        if _jct(sim(current), confidence) <= left_s:
+            found.append(pair_moves(sim, current, left_s, confidence, objective))
+    meets = [plan for plan in found if plan is not None]
+    if meets:
+        plan = min(meets, key=lambda p: spent(sim(p), objective))
+    else:  # late whatever it does: as soon as it can, at the least cost for that
         start = fastest(sim, confidence)
-        deadline = _jct(sim(start), confidence)
-    plan = pair_moves(sim, start, deadline, confidence, objective)
+        plan = pair_moves(sim, start, _jct(sim(start), confidence), confidence, objective)
     return Replan(stage, plan, sim(plan), speed, left_s, confidence)

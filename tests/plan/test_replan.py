@@ -223,3 +223,19 @@ def test_the_planner_can_choose_to_pre_provision():
         PlanSpec.model_validate(older | {"preprovision": True})
     with pytest.raises(Exception, match="preprovision 'maybe'"):
         plan_job(job, profile, 90 * 60, preprovision="maybe")
+
+
+def test_more_time_left_at_a_barrier_never_gets_a_dearer_rest():
+    # One search at what is left stopped at a local optimum: with 3 instances up after stage 0
+    # and trials 0.8 times as long, 3400 s left got (1, 2, 2, 1) at 16.195 USD where 3350 s had
+    # got (4, 3, 1, 1) at 16.057 USD.
+    job = ShaJob(81, 1, 81, 3)
+    profile = load_profile(ROOT / "examples/plan/p3-profile.yaml")
+    costs = []
+    for left_s in range(3300, 3500, 50):
+        rest = replan(
+            job, profile, 1, left_s=left_s, live_s=(200.0,) * 3, speed=0.8, runs=30, max_instances=4
+        )
+        assert rest.meets
+        costs.append(rest.estimate.cost_usd)
+    assert costs == sorted(costs, reverse=True)
