@@ -2,8 +2,10 @@
 
 For a synchronous successive-halving job and a deadline, `basht.plan` searches per-stage
 instance counts: RubberBand's greedy (EuroSys'21), starting from the cheapest static cluster that
-meets the deadline, then moves of two stages at once (`pair_moves`). This sweeps deadlines from
-tight to loose and reports, as the paper does:
+meets the deadline, then moves of two stages at once (`pair_moves`), and keeps the cheapest plan
+that search finds at any deadline up to the one given (`cheapest`, what `basht plan` runs: a
+later deadline never gets a dearer plan). This sweeps deadlines from tight to loose and reports,
+as the paper does:
 
   * static/planner: the best static plan's expected cost over the planner's (the paper's
     headline: elastic plans up to 2x cheaper than static allocation);
@@ -11,7 +13,8 @@ tight to loose and reports, as the paper does:
     plan of all, found by brute force (max_instances ** stages plans), for the small job only;
     the large job's plan space is too big and brute force is skipped there (planner/greedy is
     given instead);
-  * the plans each search simulated, and its wall time;
+  * the plans the planner's searches simulated (the greedy's are among them), and their wall
+    time;
   * planner/auto: the planner's cost over the cheaper of it and the plan made with
     pre-provisioning (each stage's new instances requested before its barrier, when the stage
     before should end less the mean start-up), as `basht plan --preprovision auto` chooses.
@@ -46,9 +49,9 @@ from basht.plan.planner import (
     CONFIDENCE,
     best_static,
     brute_force,
+    cheapest,
     default_max_instances,
     greedy,
-    pair_moves,
 )
 from basht.plan.profile import Profile, profile_from_dict
 from basht.plan.simulator import Plan, Simulator
@@ -114,11 +117,12 @@ def sweep(
         deadline = float(deadline)
         sim = simulator()  # fresh: counts this deadline's simulations only
         start = time.perf_counter()
-        static = best_static(sim, deadline, args.confidence)
-        assert static is not None, f"{label} {name}: deadline {deadline:.0f} s infeasible"
-        single = greedy(sim, static, deadline, args.confidence)
-        plan = pair_moves(sim, static, deadline, args.confidence)
+        plan = cheapest(sim, deadline, args.confidence)  # what `basht plan` runs
         planner_wall, planner_calls = time.perf_counter() - start, sim.calls
+        assert plan is not None, f"{label} {name}: deadline {deadline:.0f} s infeasible"
+        static = best_static(sim, deadline, args.confidence)
+        assert static is not None, f"{label} {name}: no static plan meets {deadline:.0f} s"
+        single = greedy(sim, static, deadline, args.confidence)
         optimum, brute_calls, brute_wall = None, None, None
         if brute:
             bsim = simulator()
@@ -135,7 +139,8 @@ def sweep(
             max_instances=max_instances,
             preprovision=True,
         )
-        ahead_plan = pair_moves(ahead, static, deadline, args.confidence)
+        ahead_plan = cheapest(ahead, deadline, args.confidence)
+        assert ahead_plan is not None
         cost_ahead = ahead(ahead_plan).cost_usd
         cost_optimum = None if optimum is None else bsim(optimum).cost_usd
         rows.append(

@@ -68,6 +68,15 @@ def serve(
             "(default 86400, one day; 0: never). Env: BASHT_BSO_TRIAL_TIMEOUT.",
         ),
     ] = None,
+    crash_limit: Annotated[
+        int | None,
+        typer.Option(
+            help="Pruning probes of one batch size that may crash in a row (end without a "
+            "result, or be abandoned) before the size counts as failing its round, so a size "
+            "that kills the script every time is not probed for ever (default 2; 0: never, "
+            "as Zeus). Env: BASHT_BSO_CRASH_LIMIT.",
+        ),
+    ] = None,
 ) -> None:
     """Serve the batch size optimizer over HTTP (Zeus's BSO protocol), until Ctrl-C."""
     import os
@@ -86,6 +95,7 @@ def serve(
         workers=workers,
         log_level=log_level,
         trial_timeout=trial_timeout,
+        crash_limit=crash_limit,
     )
     settings.check_can_listen()  # before the database: a taken port creates nothing
     revision = ensure_ready(settings.db)
@@ -99,7 +109,8 @@ def serve(
     console.print(
         f"basht bso: http://{settings.host}:{settings.port} (docs at /docs), database "
         f"{redact(settings.db)} at revision {revision}, {settings.workers} worker(s), "
-        f"{_timeout_words(settings.trial_timeout)}{', token required' if settings.token else ''}",
+        f"{_timeout_words(settings.trial_timeout)}, {_crash_words(settings.crash_limit)}"
+        f"{', token required' if settings.token else ''}",
         highlight=False,
     )
     uvicorn.run(
@@ -230,6 +241,12 @@ def _timeout_words(seconds: float) -> str:
     if seconds == 0:
         return "trials never abandoned"
     return f"trials abandoned after {seconds:g} s without a report"
+
+
+def _crash_words(limit: int) -> str:
+    if limit == 0:
+        return "crashed probes always probed again"
+    return f"a size failing after {limit} crashed probe{'s' if limit > 1 else ''} in a row"
 
 
 def _recurrence_table(result: Any) -> Any:

@@ -18,6 +18,10 @@ DEFAULT_TRIAL_TIMEOUT_S = 86400.0
 """How long a running trial may go without a report before it is abandoned (one day): far
 longer than a typical epoch, so a live client is not cut off, yet a killed client holds its job's
 pruning back for a day, not for ever."""
+DEFAULT_CRASH_LIMIT = 2
+"""How many pruning probes of one batch size may crash in a row before the size counts as
+failing (it did not reach the target): one crash may be bad luck (a preempted machine), but a
+size that kills its script each time (an out-of-memory crash) would otherwise be probed for ever."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,7 @@ class ServerSettings:
     log_level: str = "info"
     echo_sql: bool = False
     trial_timeout: float = DEFAULT_TRIAL_TIMEOUT_S  # seconds; 0: never abandon a trial
+    crash_limit: int = DEFAULT_CRASH_LIMIT  # crashed probes in a row that fail a size; 0: never
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
@@ -44,6 +49,8 @@ class ServerSettings:
             raise BSOError(
                 f"trial timeout {self.trial_timeout:g}: expected seconds, 0 or more (0: never)"
             )
+        if self.crash_limit < 0:
+            raise BSOError(f"crash limit {self.crash_limit}: expected 0 or more (0: never)")
         if self.token is not None and not self.token.strip():
             raise BSOError("token: empty; leave it unset to serve without one")
         if self.token is not None:

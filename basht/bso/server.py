@@ -129,7 +129,9 @@ def create_app(settings: ServerSettings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = open_engine(settings.db, echo=settings.echo_sql)
-        app.state.service = BSOService(engine, trial_timeout_s=settings.trial_timeout)
+        app.state.service = BSOService(
+            engine, trial_timeout_s=settings.trial_timeout, crash_limit=settings.crash_limit
+        )
         log.info("BSO server on database %s", redact(settings.db))
         try:
             yield

@@ -32,7 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from basht.bso import rng as rngs
 from basht.bso.bandit import ArmState, choose_arm, fit_arm, mab_window
-from basht.bso.config import DEFAULT_TRIAL_TIMEOUT_S
+from basht.bso.config import DEFAULT_CRASH_LIMIT, DEFAULT_TRIAL_TIMEOUT_S
 from basht.bso.cost import zeus_cost
 from basht.bso.db.schema import ArmRow, JobRow, TrialRow
 from basht.bso.pruning import Done, Explore, Probe, Wait, next_step
@@ -99,14 +99,19 @@ def _now() -> datetime:
 class BSOService:
     """Register jobs, hand out batch sizes, take reports, end trials, delete jobs.
 
-    A running trial that sends no report for `trial_timeout_s` seconds is abandoned (0: never).
+    A running trial that sends no report for `trial_timeout_s` seconds is abandoned (0: never);
+    a batch size whose pruning probe crashed `crash_limit` times in a row fails (0: never).
     """
 
     def __init__(
-        self, engine: AsyncEngine, trial_timeout_s: float = DEFAULT_TRIAL_TIMEOUT_S
+        self,
+        engine: AsyncEngine,
+        trial_timeout_s: float = DEFAULT_TRIAL_TIMEOUT_S,
+        crash_limit: int = DEFAULT_CRASH_LIMIT,
     ) -> None:
         self.engine = engine
         self.trial_timeout_s = trial_timeout_s
+        self.crash_limit = crash_limit
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
 
     @asynccontextmanager
@@ -166,7 +171,7 @@ class BSOService:
                 size = choose_arm(await _arms(s, job_id), rng, job.mab_num_explorations)
                 kind = TrialType.MAB
             else:
-                probes = await _probes(s, job)
+                probes = await _probes(s, job, self.crash_limit)
                 step = next_step(
                     job.batch_sizes, job.default_batch_size, job.num_pruning_rounds, probes
                 )
@@ -327,6 +332,7 @@ class BSOService:
             return {
                 "job": _created_job(job).model_dump(),
                 "trial_timeout_s": self.trial_timeout_s or None,
+                "crash_limit": self.crash_limit or None,
                 "stage": job.stage,
                 "min_cost": job.min_cost,
                 "min_cost_batch_size": job.min_cost_batch_size,
@@ -451,23 +457,30 @@ def _cost(job: JobRow, time_s: float | None, energy_j: float | None) -> float:
     return zeus_cost(energy_j, time_s, job.eta_knob, job.max_power)
 
 
-async def _probes(s: AsyncSession, job: JobRow) -> dict[int, list[Probe]]:
-    """Non-failed exploration trials per batch size, in trial order (index = pruning round).
+async def _probes(s: AsyncSession, job: JobRow, crash_limit: int) -> dict[int, list[Probe]]:
+    """Exploration trials per batch size, in trial order (index = pruning round).
 
-    A probe ended by PATCH /trials (Failed) or abandoned is invisible, so that size is probed
-    again: a crashed run tells nothing about the batch size.
+    A probe that crashed (ended by PATCH /trials without a result: Failed, or abandoned) tells
+    nothing about its batch size, so it is left out and the size is probed again; but
+    `crash_limit` crashes of one size in a row (0: never) count as one probe that did not reach
+    the target, so a size that kills its script every time fails its round instead of being
+    probed for ever (Zeus's server probes it again on every run).
     """
     rows = await s.scalars(
         select(TrialRow)
-        .where(
-            TrialRow.job_id == job.job_id,
-            TrialRow.type == TrialType.EXPLORATION.value,
-            TrialRow.status.notin_((TrialStatus.FAILED.value, TrialStatus.ABANDONED.value)),
-        )
+        .where(TrialRow.job_id == job.job_id, TrialRow.type == TrialType.EXPLORATION.value)
         .order_by(TrialRow.trial_number)
     )
     probes: dict[int, list[Probe]] = defaultdict(list)
+    crashes: dict[int, int] = defaultdict(int)  # per size, since its last probe
     for t in rows:
+        if t.status in (TrialStatus.FAILED, TrialStatus.ABANDONED):
+            crashes[t.batch_size] += 1
+            if crashes[t.batch_size] == crash_limit:
+                probes[t.batch_size].append(Probe(dispatched=False, converged=False, cost=None))
+                crashes[t.batch_size] = 0
+            continue
+        crashes[t.batch_size] = 0
         dispatched = t.status == TrialStatus.DISPATCHED
         cost = None if dispatched else _cost(job, t.time_s, t.energy_j)
         probes[t.batch_size].append(Probe(dispatched, t.converged, cost))

@@ -112,3 +112,45 @@ def test_a_timeout_of_zero_never_abandons(serve):
         assert next_trial(http, "never-1")["batch_size"] == 1024
         assert [t["type"] for t in trials(http, "never-1")] == ["Exploration", "Concurrent"]
         assert state(http, "never-1")["trial_timeout_s"] is None
+
+
+def crash(http: httpx.Client, trial: dict) -> None:
+    """What a client that crashes sends on its way out: the trial ends without a result."""
+    assert http.patch("/trials", json=trial).status_code == 200
+
+
+def test_a_batch_size_whose_probe_crashes_twice_in_a_row_fails_its_round(serve):
+    """A size that kills the script every time (out of memory, say) is not probed for ever: its
+    second crash in a row counts as a probe that did not reach the target."""
+    server = serve()
+    with server.client() as http:
+        register(http, "oom-1")
+        first = next_trial(http, "oom-1")
+        assert first["batch_size"] == 1024
+        crash(http, first)
+        again = next_trial(http, "oom-1")
+        assert again["batch_size"] == 1024  # one crash may be bad luck: probed again
+        crash(http, again)
+        # 1024 failed: nothing below it is probed downward from a failure, so up to 2048.
+        assert next_trial(http, "oom-1")["batch_size"] == 2048
+        assert state(http, "oom-1")["crash_limit"] == 2
+
+        # Crashes count per size and in a row: 512's first crash after 1024's is one.
+        register(http, "oom-2")
+        finish(http, next_trial(http, "oom-2"))  # 1024 reaches the target
+        probe = next_trial(http, "oom-2")
+        assert probe["batch_size"] == 512
+        crash(http, probe)
+        assert next_trial(http, "oom-2")["batch_size"] == 512
+
+
+def test_a_crash_limit_of_zero_probes_a_crashing_size_again_every_time(serve):
+    server = serve("--crash-limit", "0")
+    with server.client() as http:
+        register(http, "zeus-1")
+        for _ in range(3):
+            trial = next_trial(http, "zeus-1")
+            assert trial["batch_size"] == 1024
+            crash(http, trial)
+        assert state(http, "zeus-1")["crash_limit"] is None
+    assert "crashed probes always probed again" in server.log.read_text()

@@ -29,6 +29,12 @@ def test_settings_survive_the_trip_to_worker_processes():
     assert ServerSettings.from_env(settings.to_env()) == settings
 
 
+def test_the_crash_limit_defaults_to_two_and_zero_means_never():
+    assert ServerSettings.from_env({}).crash_limit == 2
+    assert ServerSettings.from_env({"BASHT_BSO_CRASH_LIMIT": "0"}).crash_limit == 0
+    assert ServerSettings.from_env(ServerSettings(crash_limit=5).to_env()).crash_limit == 5
+
+
 def test_the_trial_timeout_defaults_to_a_day_and_zero_means_never():
     assert ServerSettings.from_env({}).trial_timeout == 86400
     assert ServerSettings.from_env({"BASHT_BSO_TRIAL_TIMEOUT": "0"}).trial_timeout == 0
@@ -45,6 +51,7 @@ def test_the_trial_timeout_defaults_to_a_day_and_zero_means_never():
         ({"BASHT_BSO_TRIAL_TIMEOUT": "1h"}, "BASHT_BSO_TRIAL_TIMEOUT='1h': expected a number"),
         ({"BASHT_BSO_TRIAL_TIMEOUT": "-5"}, "trial timeout -5: expected seconds"),
         ({"BASHT_BSO_TRIAL_TIMEOUT": "nan"}, "trial timeout nan"),
+        ({"BASHT_BSO_CRASH_LIMIT": "-1"}, "crash limit -1: expected 0 or more"),
         ({"BASHT_BSO_TOKEN": "  "}, "token: empty"),
         ({"BASHT_BSO_TOKEN": "pässword"}, "printable ASCII"),
         ({"BASHT_BSO_TOKEN": " secret"}, "without surrounding spaces"),
