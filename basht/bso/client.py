@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
+import signal
+import threading
 from typing import Any, Protocol
 
 from basht.bso.errors import BSOError, BSOOrderError, TrainFailError
@@ -111,6 +114,7 @@ class BatchSizeOptimizer:
         self.energy_source: str | None = None
         self._window_open = False
         self._ended = False
+        self._on_sigterm = False
 
     # -- the Zeus call order ----------------------------------------------------------------
 
@@ -211,12 +215,21 @@ class BatchSizeOptimizer:
     def end(self) -> None:
         """Tell the server this run is over (a run without a final result becomes Failed).
 
-        Called at interpreter exit too, like Zeus's client; calling it twice is harmless.
+        Called at interpreter exit too, like Zeus's client, and on SIGTERM where the script has
+        no handler of its own (the script then dies of the signal as before); calling it twice is
+        harmless.
         """
         if self._ended:
             return
         self._ended = True
         atexit.unregister(self._end_at_exit)
+        if (
+            self._on_sigterm
+            and threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGTERM) == self._end_on_sigterm
+        ):
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # (the handler does nothing once ended)
+        self._on_sigterm = False
         try:
             if self._window_open:
                 self.monitor.end_window(WINDOW)
@@ -240,6 +253,13 @@ class BatchSizeOptimizer:
                 "could not end trial %d of job %s: %s", self.trial_number, self.job.job_id, err
             )
 
+    def _end_on_sigterm(self, signum: int, frame: object) -> None:
+        """SIGTERM (a scheduler's stop, `kill`) runs no exit hook: end the trial first, then die
+        of the signal as the script would have, so the server need not wait for the timeout."""
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        self._end_at_exit()
+        os.kill(os.getpid(), signal.SIGTERM)
+
     def __enter__(self) -> BatchSizeOptimizer:
         return self
 
@@ -254,6 +274,13 @@ class BatchSizeOptimizer:
         self.time_s = 0.0
         self.energy_j = 0.0
         atexit.register(self._end_at_exit)
+        # Only where SIGTERM would kill the script outright: a handler of the script's own stays.
+        if (
+            threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+        ):
+            signal.signal(signal.SIGTERM, self._end_on_sigterm)
+            self._on_sigterm = True
 
     def _energy_of(self, measurement: Measurement) -> tuple[float, str]:
         """The GPUs' energy when GPUs are measured (what Zeus reports), else the whole node's,

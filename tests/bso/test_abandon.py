@@ -154,3 +154,17 @@ def test_a_crash_limit_of_zero_probes_a_crashing_size_again_every_time(serve):
             crash(http, trial)
         assert state(http, "zeus-1")["crash_limit"] is None
     assert "crashed probes always probed again" in server.log.read_text()
+
+
+def test_a_client_stopped_with_sigterm_ends_its_trial_before_it_dies(serve, tmp_path):
+    """A scheduler's stop runs no exit hook: the client ends its trial on SIGTERM itself, so
+    the job does not wait out the trial timeout, and the script still dies of the signal."""
+    server = serve()  # the default timeout, a day: only the client's own word ends the trial
+    client = start_training_client(server.url, "term-1", tmp_path)
+    client.process.send_signal(signal.SIGTERM)
+    client.process.communicate(timeout=30)
+    assert client.process.returncode == -signal.SIGTERM
+    with server.client() as http:
+        (ended,) = trials(http, "term-1")
+        assert (ended["status"], ended["epochs"]) == ("Failed", 1)
+        assert next_trial(http, "term-1")["batch_size"] == 32  # probed again, not waited for
