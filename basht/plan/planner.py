@@ -251,6 +251,13 @@ def search(
     return pair_moves(sim, start, deadline_s, confidence, objective, blocked)
 
 
+def _rank(sim: Simulator, plan: Plan, confidence: str, objective: str) -> tuple[float, float]:
+    """Plans compare by what they spend, then, where that ties (instances already billed for
+    their first minute cost nothing more to keep), by when they finish: sooner is better."""
+    estimate = sim(plan)
+    return spent(estimate, objective), _jct(estimate, confidence)
+
+
 def cheapest(
     sim: Simulator, deadline_s: float, confidence: str = "p95", objective: str = "cost"
 ) -> Plan | None:
@@ -262,13 +269,15 @@ def cheapest(
     the same plan from one deadline up to the soonest completion time among the plans that only
     the deadline kept it from taking (`blocked`). Searching at those times in turn, from the
     fastest plan's on, covers every deadline up to `deadline_s` in a few searches on cached
-    estimates. None if no plan found meets the deadline."""
+    estimates. Of plans that spend the same, the one that finishes sooner. None if no plan found
+    meets the deadline."""
     tighter, best = _jct(sim(fastest(sim, confidence)), confidence), None
     while tighter <= deadline_s:
         blocked: list[float] = []
         plan = search(sim, tighter, confidence, objective, blocked)
         if plan is not None and (
-            best is None or spent(sim(plan), objective) < spent(sim(best), objective)
+            best is None
+            or _rank(sim, plan, confidence, objective) < _rank(sim, best, confidence, objective)
         ):
             best = plan
         tighter = min((jct for jct in blocked if jct > tighter), default=math.inf)
@@ -489,7 +498,7 @@ def replan(
             found.append(pair_moves(sim, current, left_s, confidence, objective))
     meets = [plan for plan in found if plan is not None]
     if meets:
-        plan = min(meets, key=lambda p: spent(sim(p), objective))
+        plan = min(meets, key=lambda p: _rank(sim, p, confidence, objective))
     else:  # late whatever it does: as soon as it can, at the least cost for that
         start = fastest(sim, confidence)
         plan = pair_moves(sim, start, _jct(sim(start), confidence), confidence, objective)

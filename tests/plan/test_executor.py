@@ -314,8 +314,9 @@ def test_basht_run_follows_the_plan_stage_by_stage_and_bills_its_instances(plann
 
 def test_a_replanned_run_follows_the_trial_times_it_sees(planned):
     """The trials sleep far less than the profile's 0.3 s an epoch, and the deadline is a
-    minute: at each barrier the rest is planned again at the speed seen, and one instance is
-    the cheapest that meets it, where the plan had 2 in the last stage."""
+    minute: at each barrier the rest is planned again at the speed seen. Stage 1 keeps the three
+    instances up (billed for their first minute anyway, they cost no more than one and finish
+    sooner), and one instance is the cheapest last stage, where the plan had 2."""
     plan = json.loads((planned / "plan.json").read_text())
     (planned / "replan.json").write_text(json.dumps(plan | {"replan": True}))
     _write(planned, EXPERIMENT | {"plan": "replan.json"})  # as a file names it
@@ -330,7 +331,7 @@ def test_a_replanned_run_follows_the_trial_times_it_sees(planned):
     stages = store.stages(run.id)
     assert [(s.stage, s.planned_instances, s.instances) for s in stages] == [
         (0, 3, 3),
-        (1, 1, 1),
+        (1, 1, 3),
         (2, 2, 1),
     ]
     assert stages[0].speed is None  # the first stage runs as planned
@@ -391,8 +392,9 @@ def test_a_pre_provisioned_instance_is_asked_for_before_its_stages_barrier(plann
 def test_an_interrupted_plan_run_resumes_with_the_stage_it_was_in(planned):
     """Ctrl-C in the last stage, then `basht resume`: the new attempt launches the last stage's
     instances (not the first stage's), finishes the job, and both attempts' instances are billed.
-    The plan is re-planned at each barrier (10 minutes to go: one instance is the cheapest rest),
-    and the resumed attempt plans its stage again at the speed the first one saw."""
+    The plan is re-planned at each barrier (10 minutes to go: stage 1 keeps the three instances
+    billed for their first minute anyway, and one instance is the cheapest last stage), and the
+    resumed attempt plans its stage again at the speed the first one saw."""
     store_url = f"sqlite:///{planned / 'basht.db'}"
     plan = json.loads((planned / "plan.json").read_text())
     (planned / "plan.json").write_text(json.dumps(plan | {"replan": True, "deadline_s": 600}))
@@ -416,7 +418,7 @@ def test_an_interrupted_plan_run_resumes_with_the_stage_it_was_in(planned):
     assert run.status == "completed"
     rows = store.stages(run.id)
     stages = [(s.attempt, s.stage, s.planned_instances, s.instances) for s in rows]
-    assert stages == [(1, 0, 3, 3), (1, 1, 1, 1), (1, 2, 2, 1), (2, 2, 2, 1)]
+    assert stages == [(1, 0, 3, 3), (1, 1, 1, 3), (1, 2, 2, 1), (2, 2, 2, 1)]
     assert rows[3].speed == rows[2].speed  # no trial of attempt 2 had ended yet
     instances = store.instances(run.id)
     assert [(i.attempt, i.stage) for i in instances if i.attempt == 2] == [(2, 2)]
