@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 
 #: 0: Ray's node address stays 127.0.0.1 (see `ray_on_loopback`).
 ENABLE_RAY_CLUSTER_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+#: Ray starts its workers at niceness 15; the trials of a Ray Basht starts run at the priority
+#: local and Optuna workers run at (0), so systems compete for the CPU on equal terms.
+WORKER_NICENESS_ENV = "RAY_worker_niceness"
 
 _CLIENT_TRIES = 3
 _CLIENT_RETRY_S = 5.0
@@ -139,15 +142,16 @@ class RaySession:
             stdin=subprocess.PIPE,
             start_new_session=True,
         )
-        ray.init(
-            address="local",  # never a cluster named by RAY_ADDRESS
-            num_cpus=self.num_cpus,
-            num_gpus=None if self.gpus else 0,
-            include_dashboard=False,
-            _node_ip_address="127.0.0.1",
-            _temp_dir=str(self._temp_dir),
-            logging_level=logging.WARNING,
-        )
+        with _env_defaults({WORKER_NICENESS_ENV: "0"}):
+            ray.init(
+                address="local",  # never a cluster named by RAY_ADDRESS
+                num_cpus=self.num_cpus,
+                num_gpus=None if self.gpus else 0,
+                include_dashboard=False,
+                _node_ip_address="127.0.0.1",
+                _temp_dir=str(self._temp_dir),
+                logging_level=logging.WARNING,
+            )
         log.info("started a local Ray in %s", self._temp_dir)
 
     def close(self, timeout_s: float = 10.0) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -42,12 +43,16 @@ class Watch:
         self.ray_processes: list[psutil.Process] = []
         self.assigned: list[tuple[int, int | None, int | None, str]] = []
         self.node_addresses: list[str] = []
+        self.niceness: set[int] = set()  # of the processes trials ran in
 
     def factory(self, ctx: Any) -> Any:
         real_assign = ctx.monitor.assign
 
         def assign(slot: int, pid: int | None, trial: int | None, kind: str = "trial") -> None:
             self.assigned.append((slot, pid, trial, kind))
+            if pid and kind == "trial":
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    self.niceness.add(psutil.Process(pid).nice())
             real_assign(slot, pid, trial, kind)
 
         ctx.monitor.assign = assign
@@ -127,6 +132,7 @@ def test_hyperband_pauses_and_resumes_through_all_seven_phases(spec, tmp_path):
     started = [(pid, trial) for _, pid, trial, kind in watch.assigned if kind == "trial" and pid]
     assert {trial for _, trial in started} == set(range(6))
     assert os.getpid() not in {pid for pid, _ in started}
+    assert watch.niceness == {0}  # as native and Optuna workers, not Ray's default 15
     assert any(kind == "test" for *_, kind in watch.assigned)
 
     # Ray was imported before it started (by this module, as by Ray Tune's): still on loopback.

@@ -624,6 +624,12 @@ def test_a_local_ray_started_after_ray_was_imported_stays_on_loopback(executor):
     assert [node["NodeManagerAddress"] for node in ray.nodes()] == ["127.0.0.1"]
 
 
+def test_ray_workers_run_at_the_priority_of_local_workers(executor):
+    # Ray's default niceness for its workers is 15: trials would yield the CPU to any process.
+    pids = [executor.pid_of(worker) for worker in range(2)]
+    assert all(pids) and {psutil.Process(pid).nice() for pid in pids} == {0}
+
+
 def test_a_pause_comes_back_through_the_object_store_and_resumes_the_same(executor, tmp_path):
     ref, config = WorkloadRef("digits-sgd"), {"alpha": 1e-3}
     straight = _straight(executor, TrialTask(1, config, ref, seed=11), 4)

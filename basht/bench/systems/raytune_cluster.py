@@ -19,7 +19,7 @@ from typing import Any
 
 import psutil
 
-from basht.engine.ray_session import ENABLE_RAY_CLUSTER_ENV, ray_on_loopback
+from basht.engine.ray_session import ENABLE_RAY_CLUSTER_ENV, WORKER_NICENESS_ENV, ray_on_loopback
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,8 @@ class LocalRay:
             # Short, so Ray's socket paths stay under the 107-byte limit of Unix sockets.
             self.temp_dir = Path(tempfile.mkdtemp(prefix="basht-raytune-"))
             env["TMPDIR"] = str(self.temp_dir)
+            # its trials at the priority of native and Optuna workers, unless the user says
+            env[WORKER_NICENESS_ENV] = os.environ.get(WORKER_NICENESS_ENV, "0")
         # Ray's workers import the workload: give them the driver's import path.
         paths = [os.path.abspath(p or os.curdir) for p in sys.path]
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if os.path.isdir(p)))
