@@ -146,13 +146,11 @@ def fastest(sim: Simulator, confidence: str = "p95") -> Plan:
     fastest at fewer instances than another stage is."""
     plan = min(_static_plans(sim), key=lambda p: _jct(sim(p), confidence))
     while True:
-        moves = [
-            (*plan[:i], m, *plan[i + 1 :])
-            for i in range(len(plan))
-            for m in sim.levels(i)
-            if m != plan[i]
-        ]
-        best = min(moves, key=lambda p: (_jct(sim(p), confidence), spent(sim(p))), default=None)
+        best = min(
+            _single_moves_of(sim, plan),
+            key=lambda p: (_jct(sim(p), confidence), spent(sim(p))),
+            default=None,
+        )
         if best is None or _jct(sim(best), confidence) >= _jct(sim(plan), confidence):
             return plan
         plan = best

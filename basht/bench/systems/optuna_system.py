@@ -17,6 +17,7 @@ import contextlib
 import logging
 import multiprocessing as mp
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -93,9 +94,14 @@ class OptunaSystem:
         self._create_study(optuna, "maximize" if exp.search.mode == "max" else "minimize")
         spawn = mp.get_context("spawn")
         self.shared = Shared(count=spawn.Value("q", 0), lock=spawn.Lock(), stop=spawn.Event())
-        self.workers = [self._spawn(index) for index in range(exp.resources.workers)]
-        for worker in self.workers:
+        self.workers = self._start_workers(range(exp.resources.workers))
+
+    def _start_workers(self, indices: Iterable[int]) -> list[_Worker]:
+        """Start these worker processes together, then wait until each says it is ready."""
+        workers = [self._spawn(index) for index in indices]
+        for worker in workers:
             _, _, worker.pid = self._expect(worker, "ready")
+        return workers
 
     def _spawn(self, index: int) -> _Worker:
         """Start worker process `index` (it says "ready" when it can take commands)."""
@@ -253,9 +259,8 @@ class OptunaSystem:
             self.recorder.abort_slot(worker.index, why)
         # A new worker in each one's place, as native replaces a killed one: the test phase
         # needs one, and undeploy measures stopping the deployed set.
-        fresh = [self._spawn(worker.index) for worker in killed]
+        fresh = self._start_workers(worker.index for worker in killed)
         for worker in fresh:
-            _, _, worker.pid = self._expect(worker, "ready")
             self.workers[worker.index] = worker
         self._set_up(fresh)
 
