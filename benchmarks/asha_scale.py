@@ -1,20 +1,29 @@
 """The ASHA paper's scaling experiment, simulated: time to reach a target with 1, 25 and 500 workers.
 
-SHA, Hyperband, ASHA and asynchronous Hyperband (eta 3, budgets 1..81 epochs) run through the real
-Tuner on the simulated executor: a virtual clock, N virtual workers, and a synthetic benchmark of
-learning curves (`SyntheticCurve`: most configurations mediocre, a few good, curves that cross,
-epoch times that vary by configuration). The trial limit grows with the workers (200 per worker,
-100,000 at 500 workers) so each algorithm has the same number of configurations to work with.
+SHA, Hyperband, ASHA and asynchronous Hyperband run through the real Tuner on the simulated
+executor: a virtual clock, N virtual workers, and a synthetic benchmark of learning curves
+(`SyntheticCurve`: most configurations mediocre, a few good, curves that cross, epoch times that
+vary by configuration). The rungs are the paper's (eta 4, budgets 1..256 epochs: r = R/256).
+The trial limit grows with the workers (200 per worker, 100,000 at 500 workers) so each algorithm
+has the same number of configurations to work with.
+
+The target is set by how rare it is, so that it means the same on any landscape: by default the
+value that 1 in 100 configurations reach at some epoch (`--target-top 0.01`; SyntheticCurve is
+sampled at 100,000 configurations, spread over the seeds' landscapes, to find it), or `--target`.
+A run of 5,000 configurations then holds about 50 that can reach it, and the question is which
+algorithm finds one and trains it far enough first, the paper's question. Every run is also timed
+to a ladder of targets, 1 in 10, 100, 1,000 and 2,000, on its one trace (second table): rarer
+targets turn into a question of how many configurations an algorithm starts per minute.
 
 One seed is one landscape (the curve's, the sampler's and the algorithm's seed), and one landscape
-can favour any algorithm, so every setting runs on several seeds (by default 0-4, at 500 workers
-too; `--seeds-large` sets fewer there to save time). Per (workers, algorithm) the table gives the
-median time-to-target over the seeds (a seed that never reaches the target counts as slower than
-any that does; the median is "never" if half or more never reach it), how many seeds reached it,
-that median over ASHA's, in how many seeds ASHA was faster, and the median and maximum real wall
-time. Time-to-target is virtual: when the first validation value at or above the target is
-reported. Wall time is real: what one simulation took on this machine. The JSON keeps every
-seed's run as well as the summary.
+can favour any algorithm, so every setting runs on several seeds: 0-19 by default, the first 5 of
+them from 100 workers on (`--seeds-large`), where a run takes seconds. Per (workers, algorithm)
+the table gives the median time-to-target over the seeds (a seed that never reaches the target
+counts as slower than any that does; the median is "never" if half or more never reach it), how
+many seeds reached it, that median over ASHA's, in how many seeds ASHA was faster, and the median
+and maximum real wall time. Time-to-target is virtual: when the first validation value at or
+above the target is reported. Wall time is real: what one simulation took on this machine. The
+JSON keeps every seed's run as well as the summaries.
 
 "trained to max" is the median number of configurations trained to the maximum budget: SHA keeps
 exactly floor(n/eta) per rung, while ASHA promotes from rungs that are still small, so more of its
@@ -24,22 +33,18 @@ the ASHA paper's simulations.
 
 With `--straggler-p P` each epoch takes `--straggler-factor` (4) times longer with chance P, the
 straggler model of RubberBand's simulator; results/asha_scale_stragglers.json is P = 0.05.
-`--eta` and `--max-budget` change the rungs; results/asha_scale_eta4.json is the ASHA paper's
-own shape (eta 4, budgets 1..256) with seeds 0-9 (0-4 at 500 workers).
+`--eta` and `--max-budget` change the rungs; results/asha_scale_eta3.json is eta 3, budgets 1..81.
 
 `--curves FILE` replays measured learning curves instead (a `basht curves` table, e.g.
 benchmarks/data/digits-curves.json.gz: 1,000 configurations of digits-mlp trained to 81 epochs
 on this machine), each start and resume costing their median load time; times are then in virtual
-seconds, and `--target-top F` sets the target that a fraction F of the recorded configurations
-reach at some epoch (0.01 by default). Without `--curves`, `--target-top F` sets the target that
-F of SyntheticCurve's configurations reach (10,000 sampled per seed); the default target 0.93 is
-about 1 in 1,900 (54 of 100,000 sampled over seeds 0-9). results/asha_scale_synthetic_top*.json
-are F = 0.1, 0.01 and 0.001, seeds 0-9 (0-4 at 500 workers).
+seconds, the rungs eta 3 up to the recorded epochs, and `--target-top F` is a fraction of the
+recorded configurations (the ladder stops at 1 in the table's size); results/asha_scale_digits.json.
 
-    python benchmarks/asha_scale.py [--workers 1 25 500] [--seeds 0 1 2 3 4]
-        [--seeds-large SEED ...] [--target 0.93] [--trials-per-worker 200]
-        [--straggler-p 0.05] [--straggler-factor 4] [--eta 3] [--max-budget 81] [--out FILE]
-        [--target-top 0.01] [--curves benchmarks/data/digits-curves.json.gz]
+    python benchmarks/asha_scale.py [--workers 1 25 500] [--seeds 0 1 ... 19]
+        [--seeds-large SEED ...] [--target-top 0.01 | --target 0.93] [--trials-per-worker 200]
+        [--straggler-p 0.05] [--straggler-factor 4] [--eta 4] [--max-budget 256] [--out FILE]
+        [--curves benchmarks/data/digits-curves.json.gz]
 """
 
 from __future__ import annotations
@@ -77,6 +82,9 @@ ALGORITHMS = {
     "async Hyperband": AsyncHyperband,
 }
 LARGE = 100  # worker counts from here on run `--seeds-large`
+# Targets by rarity: the value that this fraction of the configurations reach at some epoch.
+# Each run is timed to every one of them, on its one trace.
+LADDER = (0.1, 0.01, 0.001, 0.0005)
 
 
 def run_one(
@@ -90,10 +98,11 @@ def run_one(
     eta: int = 3,
     max_budget: int = 81,
     curves: RecordedCurves | None = None,
+    ladder: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """One simulated run on `SyntheticCurve` or, given `curves`, on measured curves (each start
     and resume then costs their median load time); `wall_s` is real time, everything else
-    virtual."""
+    virtual. `ladder` names further targets, each timed on the same trace."""
     make = ALGORITHMS[name]
     algorithm = make(
         SPACE,
@@ -125,6 +134,10 @@ def run_one(
         "seed": seed,
         "trials": result.trials,
         "time_to_target_s": reached,
+        "ladder_s": {
+            name: first_reaching(result.trace, value, algorithm.mode)
+            for name, value in (ladder or {}).items()
+        },
         "makespan_s": result.makespan_s,
         # configurations trained to the maximum budget: SHA keeps exactly 1/eta per rung, ASHA's
         # promotions from small rungs let more through, which costs it new configurations
@@ -136,20 +149,20 @@ def run_one(
     }
 
 
-def synthetic_target(
-    fraction: float, max_budget: int, seeds: list[int], samples: int = 10_000
-) -> float:
-    """The value that a `fraction` of SyntheticCurve's configurations reach at some epoch up to
-    `max_budget`: each seed's landscape sampled at `samples` random configurations of SPACE,
-    pooled (the landscapes differ, their distribution does not)."""
+def synthetic_targets(
+    fractions: list[float], max_budget: int, seeds: list[int], samples: int = 100_000
+) -> list[float]:
+    """The values that each of `fractions` of SyntheticCurve's configurations reach at some epoch
+    up to `max_budget`: `samples` random configurations of SPACE in all, spread over the seeds'
+    landscapes and pooled (the landscapes differ, their distribution does not)."""
     best = []
     for seed in seeds:
         curve, rng = SyntheticCurve(seed=seed), np.random.default_rng(seed)
-        for _ in range(samples):
+        for _ in range(-(-samples // len(seeds))):
             config = SPACE.sample(rng)
             best.append(max(curve(config, epoch)[0] for epoch in range(1, max_budget + 1)))
     best.sort(reverse=True)
-    return best[max(0, round(fraction * len(best)) - 1)]
+    return [best[max(0, round(fraction * len(best)) - 1)] for fraction in fractions]
 
 
 def _faster(a: float | None, b: float | None) -> bool:
@@ -197,6 +210,81 @@ def _summary_row(
         "median_wall_s": statistics.median(walls),
         "max_wall_s": max(walls),
     }
+
+
+def summarize_ladder(runs: list[dict[str, Any]], ladder: dict[str, float]) -> list[dict[str, Any]]:
+    """Per (workers, rung of the ladder, algorithm): the median time to that target over the
+    seeds, against ASHA's, and in how many seeds ASHA got there first."""
+    summary = []
+    for workers in sorted({r["workers"] for r in runs}):
+        group = [r for r in runs if r["workers"] == workers]
+        for name, target in ladder.items():
+            asha = {r["seed"]: r["ladder_s"][name] for r in group if r["algorithm"] == "ASHA"}
+            asha_median = median_time(list(asha.values())) if asha else None
+            for algorithm in ALGORITHMS:
+                times = {
+                    r["seed"]: r["ladder_s"][name] for r in group if r["algorithm"] == algorithm
+                }
+                if not times:
+                    continue
+                median = median_time(list(times.values()))
+                summary.append(
+                    {
+                        "workers": workers,
+                        "rarity": name,
+                        "target": target,
+                        "algorithm": algorithm,
+                        "reached": sum(t is not None for t in times.values()),
+                        "seeds": len(times),
+                        "median_time_to_target_s": median,
+                        "ratio_vs_asha": None
+                        if median is None or not asha_median
+                        else median / asha_median,
+                        "asha_faster_in": None
+                        if algorithm == "ASHA"
+                        else sum(_faster(asha.get(seed), t) for seed, t in times.items()),
+                    }
+                )
+    return summary
+
+
+def print_ladder(ladder_summary: list[dict[str, Any]], unit: str) -> None:
+    """ASHA's median time to each target of the ladder, and each other algorithm's against it."""
+    others = [name for name in ALGORITHMS if name != "ASHA"]
+    table = Table(
+        title="by how rare the target is: median time to it against ASHA's "
+        "(above 1x ASHA got there first; in brackets, the seeds where it did)"
+    )
+    for column in ("workers", "reached by", "target", f"ASHA ({unit})", *others):
+        table.add_column(column, justify="right")
+    rows: dict[tuple[int, str], dict[str, dict[str, Any]]] = {}
+    for s in ladder_summary:
+        rows.setdefault((s["workers"], s["rarity"]), {})[s["algorithm"]] = s
+    workers = None
+    for (w, rarity), by_algorithm in rows.items():
+        if workers is not None and w != workers:
+            table.add_section()
+        workers = w
+        asha = by_algorithm["ASHA"]
+        cells = []
+        for name in others:
+            s = by_algorithm[name]
+            median, ratio = s["median_time_to_target_s"], s["ratio_vs_asha"]
+            if median is None:
+                shown = "never"
+            elif ratio is None:  # ASHA never got there: this one's own time instead
+                shown = f"{_in(unit, median)} {unit}"
+            else:
+                shown = f"{ratio:.2f}x"
+            cells.append(f"{shown} ({s['asha_faster_in']}/{s['seeds']})")
+        table.add_row(
+            str(w),
+            rarity,
+            f"{asha['target']:.4g}",
+            _in(unit, asha["median_time_to_target_s"]),
+            *cells,
+        )
+    Console(width=160).print(table)
 
 
 def _in(unit: str, seconds: float | None) -> str:
@@ -259,7 +347,10 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 25, 500])
     parser.add_argument("--trials-per-worker", type=int, default=200)
     parser.add_argument(
-        "--target", type=float, default=None, help="the value to reach (default 0.93)"
+        "--target",
+        type=float,
+        default=None,
+        help="the value to reach (default: the value 1 in 100 configurations reach, --target-top)",
     )
     parser.add_argument(
         "--curves",
@@ -271,17 +362,17 @@ def main() -> None:
         "--target-top",
         type=float,
         default=None,
-        help="the target that this fraction of the configurations reach at some epoch (0.01: "
-        "one in a hundred): of the recorded ones with --curves (the default there), else of "
+        help="the target that this fraction of the configurations reach at some epoch "
+        "(default 0.01: one in a hundred): of the recorded ones with --curves, else of "
         "SyntheticCurve's, sampled",
     )
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(range(20)))
     parser.add_argument(
         "--seeds-large",
         type=int,
         nargs="+",
         default=None,
-        help=f"seeds for {LARGE} or more workers (default: --seeds)",
+        help=f"seeds for {LARGE} or more workers (default: the first 5 of --seeds)",
     )
     parser.add_argument(
         "--straggler-p",
@@ -290,9 +381,15 @@ def main() -> None:
         help="chance that an epoch straggles (the simulator's straggler model; default none)",
     )
     parser.add_argument("--straggler-factor", type=float, default=4.0)
-    parser.add_argument("--eta", type=int, default=3)
     parser.add_argument(
-        "--max-budget", type=int, default=81, help="epochs; the budgets are 1..this"
+        "--eta", type=int, default=None, help="default 4, the paper's (3 with --curves)"
+    )
+    parser.add_argument(
+        "--max-budget",
+        type=int,
+        default=None,
+        help="epochs; the budgets are 1..this (default 256, the paper's; with --curves, the "
+        "recorded epochs)",
     )
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "asha_scale.json"
@@ -302,9 +399,9 @@ def main() -> None:
         parser.error(f"--workers: expected 1 or more each, got {min(args.workers)}")
     if args.trials_per_worker < 1:
         parser.error(f"--trials-per-worker: expected 1 or more, got {args.trials_per_worker}")
-    if args.eta < 2:
+    if args.eta is not None and args.eta < 2:
         parser.error(f"--eta: expected 2 or more, got {args.eta}")
-    if args.max_budget < 1:
+    if args.max_budget is not None and args.max_budget < 1:
         parser.error(f"--max-budget: expected 1 or more, got {args.max_budget}")
     if args.target_top is not None and not 0 < args.target_top <= 1:
         parser.error(f"--target-top: expected a fraction in (0, 1], got {args.target_top:g}")
@@ -312,21 +409,27 @@ def main() -> None:
         parser.error(f"--straggler-p: expected a chance in [0, 1], got {args.straggler_p:g}")
     if args.straggler_factor < 0:
         parser.error(f"--straggler-factor: expected 0 or more, got {args.straggler_factor:g}")
-    seeds_large = args.seeds_large if args.seeds_large is not None else args.seeds
+    seeds_large = args.seeds_large if args.seeds_large is not None else args.seeds[:5]
     try:
         curves = RecordedCurves.load(args.curves) if args.curves else None
     except BashtError as err:
         parser.error(f"--curves: {err}")
+    if args.eta is None:
+        args.eta = 3 if curves else 4
+    if args.max_budget is None:
+        args.max_budget = curves.epochs if curves else 256
     if args.target_top is not None and args.target is not None:
         parser.error("give --target or --target-top, not both")
-    if args.target is not None:
-        target = args.target
-    elif curves is not None:
-        target = curves.target(args.target_top if args.target_top is not None else 0.01)
-    elif args.target_top is not None:
-        target = synthetic_target(args.target_top, args.max_budget, sorted(set(args.seeds)))
+    top = args.target_top if args.target_top is not None else 0.01
+    # the ladder's fractions that name at least one configuration of the landscape
+    fractions = [f for f in LADDER if not curves or f * len(curves) >= 1]
+    if curves is not None:
+        values = [curves.target(f) for f in (top, *fractions)]
     else:
-        target = 0.93
+        pooled = sorted(set(args.seeds) | set(seeds_large))
+        values = synthetic_targets([top, *fractions], args.max_budget, pooled)
+    target = args.target if args.target is not None else values[0]
+    ladder = {f"1 in {round(1 / f):,}": v for f, v in zip(fractions, values[1:], strict=True)}
 
     started = time.perf_counter()
     runs = []
@@ -346,19 +449,23 @@ def main() -> None:
                         args.eta,
                         args.max_budget,
                         curves,
+                        ladder,
                     )
                 )
     total_s = time.perf_counter() - started
 
-    summary = summarize(runs)
+    summary, ladder_summary = summarize(runs), summarize_ladder(runs, ladder)
     landscape = f"curves recorded in {args.curves.name}" if curves else "SyntheticCurve"
-    print_table(summary, target, args.eta, args.max_budget, landscape, "s" if curves else "min")
+    unit = "s" if curves else "min"
+    print_table(summary, target, args.eta, args.max_budget, landscape, unit)
+    print_ladder(ladder_summary, unit)
     print(f"{len(runs)} simulations in {total_s:.0f} s")
     write_results(
         args.out,
         "asha_scale",
         {
             "target": target,
+            "ladder": ladder,
             "landscape": {
                 "curves": str(args.curves),
                 "configurations": len(curves),
@@ -377,6 +484,7 @@ def main() -> None:
             "seeds_large": seeds_large,
             "total_wall_s": total_s,
             "summary": summary,
+            "ladder_summary": ladder_summary,
             "runs": runs,
         },
     )
