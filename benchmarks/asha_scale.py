@@ -183,28 +183,34 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return summary
 
 
-def _summary_row(
-    name: str, workers: int, rows: list[dict[str, Any]], asha: dict[int, float | None]
+def _against_asha(
+    name: str, times: dict[int, float | None], asha: dict[int, float | None]
 ) -> dict[str, Any]:
-    """One algorithm's seeds at one worker count; `asha` is ASHA's time-to-target by seed."""
-    times = [r["time_to_target_s"] for r in rows]
-    walls = [r["wall_s"] for r in rows]
-    median = median_time(times)
+    """One algorithm's times to a target by seed, against ASHA's (`asha`, by seed)."""
+    median = median_time(list(times.values()))
     asha_median = median_time(list(asha.values())) if asha else None
     return {
-        "workers": workers,
-        "algorithm": name,
-        "trials": rows[0]["trials"],
-        "seeds": [r["seed"] for r in rows],
-        "reached": sum(t is not None for t in times),
+        "reached": sum(t is not None for t in times.values()),
         "median_time_to_target_s": median,
         "ratio_vs_asha": None if median is None or not asha_median else median / asha_median,
         # in how many of these seeds ASHA reached the target first (None on ASHA's own row)
         "asha_faster_in": None
         if name == "ASHA"
-        else sum(
-            _faster(asha[r["seed"]], r["time_to_target_s"]) for r in rows if r["seed"] in asha
-        ),
+        else sum(_faster(asha[seed], t) for seed, t in times.items() if seed in asha),
+    }
+
+
+def _summary_row(
+    name: str, workers: int, rows: list[dict[str, Any]], asha: dict[int, float | None]
+) -> dict[str, Any]:
+    """One algorithm's seeds at one worker count; `asha` is ASHA's time-to-target by seed."""
+    walls = [r["wall_s"] for r in rows]
+    return {
+        "workers": workers,
+        "algorithm": name,
+        "trials": rows[0]["trials"],
+        "seeds": [r["seed"] for r in rows],
+        **_against_asha(name, {r["seed"]: r["time_to_target_s"] for r in rows}, asha),
         "median_trained_to_max": statistics.median(r["trained_to_max"] for r in rows),
         "median_first_at_max_s": median_time([r["first_at_max_s"] for r in rows]),
         "median_wall_s": statistics.median(walls),
@@ -218,33 +224,21 @@ def summarize_ladder(runs: list[dict[str, Any]], ladder: dict[str, float]) -> li
     summary = []
     for workers in sorted({r["workers"] for r in runs}):
         group = [r for r in runs if r["workers"] == workers]
-        for name, target in ladder.items():
-            asha = {r["seed"]: r["ladder_s"][name] for r in group if r["algorithm"] == "ASHA"}
-            asha_median = median_time(list(asha.values())) if asha else None
-            for algorithm in ALGORITHMS:
-                times = {
-                    r["seed"]: r["ladder_s"][name] for r in group if r["algorithm"] == algorithm
-                }
-                if not times:
-                    continue
-                median = median_time(list(times.values()))
-                summary.append(
-                    {
-                        "workers": workers,
-                        "rarity": name,
-                        "target": target,
-                        "algorithm": algorithm,
-                        "reached": sum(t is not None for t in times.values()),
-                        "seeds": len(times),
-                        "median_time_to_target_s": median,
-                        "ratio_vs_asha": None
-                        if median is None or not asha_median
-                        else median / asha_median,
-                        "asha_faster_in": None
-                        if algorithm == "ASHA"
-                        else sum(_faster(asha.get(seed), t) for seed, t in times.items()),
-                    }
-                )
+        for rarity, target in ladder.items():
+            asha = {r["seed"]: r["ladder_s"][rarity] for r in group if r["algorithm"] == "ASHA"}
+            for name in ALGORITHMS:
+                times = {r["seed"]: r["ladder_s"][rarity] for r in group if r["algorithm"] == name}
+                if times:
+                    summary.append(
+                        {
+                            "workers": workers,
+                            "rarity": rarity,
+                            "target": target,
+                            "algorithm": name,
+                            "seeds": len(times),
+                            **_against_asha(name, times, asha),
+                        }
+                    )
     return summary
 
 
