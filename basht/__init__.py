@@ -1,13 +1,20 @@
-"""Basht: sustainable, resource-aware hyperparameter tuning, and the benchmark that measures it."""
+"""Basht: sustainable, resource-aware hyperparameter tuning, and the benchmark that measures it.
+
+The root imports nothing heavy: `basht.run`, `basht.Experiment` and the rest load on first use
+(a spawned trial worker imports `basht.engine.worker` and must not pay for the store or reports).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from basht.bench import RunResult, timed
-from basht.errors import BashtError, ExperimentError
-from basht.experiment import Experiment, load_experiment, with_plan
+from basht._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from basht.bench import RunResult, timed
+    from basht.errors import BashtError, ExperimentError
+    from basht.experiment import Experiment, load_experiment
 
 __version__ = "0.1.0"
 
@@ -38,6 +45,7 @@ def run(
     """
     from basht.bench import run_benchmark
     from basht.engine.local import refuse_in_a_starting_worker
+    from basht.experiment import Experiment, load_experiment, with_plan
 
     refuse_in_a_starting_worker()
     if isinstance(experiment, (str, Path)):
@@ -47,3 +55,6 @@ def run(
     if plan is not None or replan:  # a RubberBand plan file (`basht plan --json`)
         experiment = with_plan(experiment, plan, replan=replan)
     return run_benchmark(experiment, **kwargs)
+
+
+__getattr__, __dir__ = lazy_exports(__name__)  # after `run`, which is defined here

@@ -20,12 +20,26 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from basht.engine.devices import check_share
-from basht.engine.messages import WorkloadRef
 from basht.errors import ExperimentError
 from basht.space import Choice, Float, Int, SearchSpace
+from basht.workloads.base import WorkloadRef
 
 PRUNERS = ("none", "sha", "asha", "hyperband", "async-hyperband")
+
+
+_SHARE_EPS = 1e-9
+
+
+def check_share(share: float) -> float:
+    """A device share must be 1/2^k or a whole number of devices, so that shares pack exactly."""
+    if share >= 1:
+        if abs(share - round(share)) > _SHARE_EPS:
+            raise ValueError(f"a width above one GPU must be whole, got {share:g}")
+        return float(round(share))
+    k = round(-math.log2(share)) if share > 0 else -1
+    if k < 0 or abs(share - 2.0**-k) > _SHARE_EPS:
+        raise ValueError(f"a GPU share below one must be 1/2, 1/4, 1/8..., got {share:g}")
+    return share
 
 
 class _Strict(BaseModel):

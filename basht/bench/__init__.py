@@ -1,12 +1,19 @@
 """The Basht lifecycle: seven timed phases, the runner, and the systems under test."""
 
-from basht.bench.lifecycle import PHASES, BestTrial, RunContext, SystemUnderTest
-from basht.bench.runner import RunResult, resume_benchmark, run_benchmark
-from basht.bench.timing import Timing, timed
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from basht._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from basht.bench.lifecycle import PHASES, BestTrial, RunContext, SystemUnderTest
+    from basht.bench.runner import RunResult, resume_benchmark, run_benchmark
+    from basht.bench.timing import Timing, timed
 
 __all__ = [
-    "PHASES",
     "BestTrial",
+    "PHASES",
     "RunContext",
     "RunResult",
     "SystemUnderTest",
@@ -15,3 +22,5 @@ __all__ = [
     "run_benchmark",
     "timed",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__)

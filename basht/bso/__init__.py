@@ -7,16 +7,16 @@ async drivers) is only imported when used, so `import basht.bso` stays cheap.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from basht.bso.cost import zeus_cost
-from basht.bso.errors import BSOError, BSOOrderError, BSOServerError, TrainFailError
-from basht.bso.spec import JobSpec, ReportResponse, TrialId
+from basht._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from basht.bso.client import BatchSizeOptimizer
+    from basht.bso.cost import zeus_cost
+    from basht.bso.errors import BSOError, BSOOrderError, BSOServerError, TrainFailError
     from basht.bso.http import BSOClient
+    from basht.bso.spec import JobSpec, ReportResponse, TrialId
 
 __all__ = [
     "BSOClient",
@@ -31,10 +31,4 @@ __all__ = [
     "zeus_cost",
 ]
 
-_LAZY = {"BatchSizeOptimizer": "basht.bso.client", "BSOClient": "basht.bso.http"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'basht.bso' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__)

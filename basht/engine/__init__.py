@@ -1,18 +1,30 @@
 """Running trials on resources: the executors and the messages they exchange with the driver."""
 
-from basht.engine.local import LocalExecutor
-from basht.engine.messages import (
-    COMPLETE,
-    CONTINUE,
-    PAUSE,
-    STOP,
-    TrialEvent,
-    TrialTask,
-    WorkloadRef,
-)
-from basht.engine.ray_executor import RayExecutor
-from basht.engine.recorded import RecordedCurves
-from basht.engine.simulated import FunctionCurve, LearningCurve, SimulatedExecutor, SyntheticCurve
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from basht._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from basht.engine.local import LocalExecutor
+    from basht.engine.messages import (
+        COMPLETE,
+        CONTINUE,
+        PAUSE,
+        STOP,
+        TrialEvent,
+        TrialTask,
+        WorkloadRef,
+    )
+    from basht.engine.ray_executor import RayExecutor
+    from basht.engine.recorded import RecordedCurves
+    from basht.engine.simulated import (
+        FunctionCurve,
+        LearningCurve,
+        SimulatedExecutor,
+        SyntheticCurve,
+    )
 
 __all__ = [
     "COMPLETE",
@@ -30,3 +42,5 @@ __all__ = [
     "TrialTask",
     "WorkloadRef",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__)

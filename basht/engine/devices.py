@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from basht.engine.packing import TrialLoad, fluid_widths
+from basht.experiment import check_share
 
 _EPS = 1e-9
 
@@ -31,18 +32,6 @@ class Placement:
     @property
     def width(self) -> float:
         return self.share * len(self.devices)
-
-
-def check_share(share: float) -> float:
-    """A device share must be 1/2^k or a whole number of devices, so that shares pack exactly."""
-    if share >= 1:
-        if abs(share - round(share)) > _EPS:
-            raise ValueError(f"a width above one GPU must be whole, got {share:g}")
-        return float(round(share))
-    k = round(-math.log2(share)) if share > 0 else -1
-    if k < 0 or abs(share - 2.0**-k) > _EPS:
-        raise ValueError(f"a GPU share below one must be 1/2, 1/4, 1/8..., got {share:g}")
-    return share
 
 
 def snap(width: float, min_share: float) -> float:

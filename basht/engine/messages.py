@@ -8,17 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from basht.errors import BashtError
-
-
-@dataclass(frozen=True)
-class WorkloadRef:
-    """Which workload to build, and how: `name` is built in or `package.module:attr`, and the
-    memory each of its trials may use (`resources.memory_per_worker_mb`, `Resources.memory_mb`)."""
-
-    name: str
-    params: dict[str, Any] = field(default_factory=dict)
-    experiment_seed: int = 0
-    memory_mb: int = 2048
+from basht.workloads.base import WorkloadRef
 
 
 @dataclass(slots=True)  # not frozen: a frozen init costs 5x, and 1e5-trial simulations make many

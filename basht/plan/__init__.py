@@ -9,18 +9,25 @@ a barrier of a run, from the time left and how long its trials took against the 
 `profiling` measures a profile on this machine; `executor` runs a plan on an elastic cluster.
 """
 
-from basht.plan.job import ShaJob, Stage
-from basht.plan.planner import (
-    PlanResult,
-    Replan,
-    best_static,
-    brute_force,
-    observed_speed,
-    plan_job,
-    replan,
-)
-from basht.plan.profile import Profile, load_profile
-from basht.plan.simulator import Estimate, Simulator
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from basht._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from basht.plan.job import ShaJob, Stage
+    from basht.plan.planner import (
+        PlanResult,
+        Replan,
+        best_static,
+        brute_force,
+        observed_speed,
+        plan_job,
+        replan,
+    )
+    from basht.plan.profile import Profile, load_profile
+    from basht.plan.simulator import Estimate, Simulator
 
 __all__ = [
     "Estimate",
@@ -37,3 +44,5 @@ __all__ = [
     "plan_job",
     "replan",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__)

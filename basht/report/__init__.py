@@ -1,11 +1,18 @@
 """What the user sees: console tables, live progress, results.json, comparisons, plots and HTML."""
 
-from basht.report.compare import compare_rows, compare_table
-from basht.report.comparison import Comparison, load_comparison
-from basht.report.console import print_result, result_tables, runs_table
-from basht.report.html import write_comparison_report, write_run_report
-from basht.report.plots import write_comparison_plots, write_run_plots
-from basht.report.results import build_summary, write_results_json
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from basht._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from basht.report.compare import compare_rows, compare_table
+    from basht.report.comparison import Comparison, load_comparison
+    from basht.report.console import print_result, result_tables, runs_table
+    from basht.report.html import write_comparison_report, write_run_report
+    from basht.report.plots import write_comparison_plots, write_run_plots
+    from basht.report.results import build_summary, write_results_json
 
 __all__ = [
     "Comparison",
@@ -22,3 +29,5 @@ __all__ = [
     "write_run_plots",
     "write_run_report",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__)

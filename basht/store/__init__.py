@@ -1,23 +1,29 @@
 """The one store: SQLAlchemy schema and the repository that every other part writes through."""
 
-from basht.store.repository import TRIAL_STATES, Store
-from basht.store.schema import (
-    CheckpointRow,
-    DecisionRow,
-    EnergyAccountRow,
-    ExperimentRow,
-    InstanceRow,
-    MetricRow,
-    PhaseRow,
-    PowerSampleRow,
-    RunRow,
-    StageRow,
-    TrialReportRow,
-    TrialRow,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from basht._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from basht.store.repository import TRIAL_STATES, Store
+    from basht.store.schema import (
+        CheckpointRow,
+        DecisionRow,
+        EnergyAccountRow,
+        ExperimentRow,
+        InstanceRow,
+        MetricRow,
+        PhaseRow,
+        PowerSampleRow,
+        RunRow,
+        StageRow,
+        TrialReportRow,
+        TrialRow,
+    )
 
 __all__ = [
-    "TRIAL_STATES",
     "CheckpointRow",
     "DecisionRow",
     "EnergyAccountRow",
@@ -29,6 +35,9 @@ __all__ = [
     "RunRow",
     "StageRow",
     "Store",
+    "TRIAL_STATES",
     "TrialReportRow",
     "TrialRow",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__)

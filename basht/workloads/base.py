@@ -3,8 +3,19 @@
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class WorkloadRef:
+    """Which workload to build, and how: `name` is built in or `package.module:attr`, and the
+    memory each of its trials may use (`resources.memory_per_worker_mb`, `Resources.memory_mb`)."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+    experiment_seed: int = 0
+    memory_mb: int = 2048
 
 
 @dataclass(frozen=True)

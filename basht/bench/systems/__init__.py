@@ -6,17 +6,26 @@ metric and plot reads them exactly as it reads native's. Optuna and Ray are impo
 such a system is deployed (extra `peers`). `run_comparison` runs several systems in turn.
 """
 
-from basht.bench.systems.compare import parse_systems, run_comparison
-from basht.bench.systems.optuna_system import OptunaSystem
-from basht.bench.systems.peer import SYSTEMS
-from basht.bench.systems.raytune_system import RayTuneSystem
-from basht.bench.systems.recorder import TrialRecorder
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from basht._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from basht.bench.systems.compare import parse_systems, run_comparison
+    from basht.bench.systems.optuna_system import OptunaSystem
+    from basht.bench.systems.peer import SYSTEMS
+    from basht.bench.systems.raytune_system import RayTuneSystem
+    from basht.bench.systems.recorder import TrialRecorder
 
 __all__ = [
-    "SYSTEMS",
     "OptunaSystem",
     "RayTuneSystem",
+    "SYSTEMS",
     "TrialRecorder",
     "parse_systems",
     "run_comparison",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__)
