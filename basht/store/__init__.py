@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from basht._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from basht.store.repository import TRIAL_STATES, Store
+    from basht.store.repository import Store
     from basht.store.schema import (
         CheckpointRow,
         DecisionRow,
@@ -35,7 +35,6 @@ __all__ = [
     "RunRow",
     "StageRow",
     "Store",
-    "TRIAL_STATES",
     "TrialReportRow",
     "TrialRow",
 ]

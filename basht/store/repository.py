@@ -20,8 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
-    BigInteger,
-    Integer,
     bindparam,
     create_engine,
     delete,
@@ -34,10 +32,17 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import URL, Connection, Engine, ExceptionContext, make_url
-from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, OperationalError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DatabaseError,
+    IntegrityError,
+    OperationalError,
+    ProgrammingError,
+)
 from sqlalchemy.orm import Session, sessionmaker
 
 from basht.errors import StoreError
+from basht.store.migrations import HEAD_REVISION, VERSION_TABLE
 from basht.store.schema import (
     Base,
     CheckpointRow,
@@ -55,9 +60,6 @@ from basht.store.schema import (
 )
 
 log = logging.getLogger(__name__)
-
-#: Trial states. `paused` keeps a checkpoint and may resume; `stopped` never resumes.
-TRIAL_STATES = ("pending", "running", "paused", "completed", "stopped", "failed", "aborted")
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -211,52 +213,22 @@ _ADD_REPORT_TIMES = _UPDATE_TRIAL.values(
 )
 
 
-def _add_missing_columns(conn: Connection) -> None:
-    """Bring a store written by an earlier Basht up to date by adding the columns it lacks.
-
-    Columns are only ever added (nullable or with a default), or on PostgreSQL widened to 64 bits
-    (`_widen`), so no stored record is touched.
-    """
-    inspector = inspect(conn)
-    for table in Base.metadata.sorted_tables:
-        present = {c["name"]: c["type"] for c in inspector.get_columns(table.name)}
-        for column in table.columns:
-            if column.name in present:
-                _widen(conn, table.name, column, present[column.name])
-                continue
-            kind = column.type.compile(dialect=conn.dialect)
-            default = column.default.arg if column.default is not None else None
-            clause = f" DEFAULT {default!r}" if isinstance(default, (int, float)) else ""
-            log.info("store: adding column %s.%s", table.name, column.name)
-            conn.execute(
-                text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}{clause}')
-            )
-
-
-def _widen(conn: Connection, table: str, column: Any, stored: Any) -> None:
-    """A column made 64-bit since the store was created (a checkpoint's size): PostgreSQL holds
-    it to the 32 bits it was made with; SQLite stores any integer in any integer column."""
-    wide = isinstance(column.type, BigInteger) and not isinstance(stored, BigInteger)
-    if wide and isinstance(stored, Integer) and conn.dialect.name == "postgresql":
-        log.info("store: widening column %s.%s to BIGINT", table, column.name)
-        conn.execute(text(f'ALTER TABLE {table} ALTER COLUMN "{column.name}" TYPE BIGINT'))
-
-
-_CREATE_TRIES = 20
+_MIGRATE_TRIES = 20
 #: New suffixes a run id may draw when the one drawn is taken (4 hex digits, within a second).
 _ID_TRIES = 20
-#: What SQLite says when another process is creating the same tables at that moment.
-_RACING = ("already exists", "duplicate column name", "database is locked")
-#: The PostgreSQL advisory lock that processes opening one database take while they create or
-#: add to its tables (any fixed number: it only has to be the same in every Basht).
-_SCHEMA_LOCK = 0x6261736874  # "basht"
+#: What SQLite says when another process holds the store's lock in a way it does not wait for
+#: (switching a new file to WAL, say): the migration is tried again.
+_RACING = ("database is locked",)
+#: The store's schema revision, read on every open: when it is the newest, nothing else is done.
+_SELECT_REVISION = text(f"SELECT version_num FROM {VERSION_TABLE}")
 
 
 class Store:
     """All reads and writes of experiments, runs, phases, trials, reports, checkpoints and metrics."""
 
     def __init__(self, url: str = "sqlite:///basht.db", *, create: bool = True):
-        """Open the store at `url`; with `create` off, a SQLite file must be there already."""
+        """Open the store at `url`, made or brought to the newest schema revision first (see
+        `basht.store.migrate`); with `create` off, a SQLite file must be there already."""
         self.url = url
         self.engine = open_engine(url, create)
         try:
@@ -266,7 +238,8 @@ class Store:
                     f"store {shown_url(url)!r}: not a Basht store (none of its tables are "
                     "there; no run was stored there)"
                 )
-            self._create_tables()
+            if self._revisions() != (HEAD_REVISION,):
+                self._migrate()
         except DatabaseError as err:  # also a file that is not SQLite, or a corrupt one
             raise StoreError(
                 f"store {shown_url(url)!r}: cannot open ({_one_line(err.orig)})"
@@ -290,28 +263,28 @@ class Store:
                 f"store {shown_url(self.url)!r}: cannot open ({_one_line(err)})"
             ) from None
 
-    def _create_tables(self) -> None:
-        if self.engine.dialect.name == "postgresql":
-            # DDL is transactional here: processes opening one fresh database at once (a run
-            # starting, a reader polling it) take turns, and each finds what the one before made.
-            with self.engine.begin() as conn:
-                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK})
-                Base.metadata.create_all(conn)
-                _add_missing_columns(conn)
-            return
-        for attempt in range(_CREATE_TRIES):
+    def _revisions(self) -> tuple[str, ...]:
+        """The revisions the store's version table names; none when there is no such table (a
+        new store, one from before migrations) or it cannot be read now (`_migrate` finds out
+        which, under the schema lock)."""
+        try:
+            with self.engine.connect() as conn:
+                return tuple(row[0] for row in conn.execute(_SELECT_REVISION))
+        except (OperationalError, ProgrammingError):
+            return ()
+
+    def _migrate(self) -> None:
+        """Create the store's tables, or bring them to the newest revision (Alembic is imported
+        only here, not for a store that is up to date)."""
+        from basht.store.migrate import migrate
+
+        for attempt in range(_MIGRATE_TRIES):
             try:
-                Base.metadata.create_all(self.engine)
-                with self.engine.begin() as conn:
-                    _add_missing_columns(conn)
+                migrate(self.engine, shown_url(self.url))
                 return
             except OperationalError as err:
-                # Another process (a run starting, a reader polling it) is creating them table
-                # by table at this moment: each try finds more of them there, until all are.
-                # SQLite says so as a table or column already there, or as a lock it does not
-                # wait for (a read that turns into a write after another process wrote).
                 raced = any(sign in str(err.orig) for sign in _RACING)
-                if not raced or attempt == _CREATE_TRIES - 1:
+                if not raced or attempt == _MIGRATE_TRIES - 1:
                     raise
                 time.sleep(0.05 * (attempt + 1))
 
