@@ -37,6 +37,12 @@ def lazy_exports(package: str) -> tuple[Callable[[str], Any], Callable[[], list[
     if missing:  # a name in __all__ that nothing provides: a mistake in the package root
         raise ImportError(f"{package}: __all__ names {missing} but nothing imports them")
 
+    for name, source in where.items():
+        if source == f"{package}.{name}":
+            # A name its own submodule is called by (`basht.tune.replay`): importing the module
+            # later would bind the module in its place, so the name is bound now.
+            setattr(module, name, getattr(import_module(source), name))
+
     def __getattr__(name: str) -> Any:
         source = where.get(name)
         if source is None:

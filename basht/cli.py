@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.machinery
 import json
 import logging
 import os
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -16,6 +18,9 @@ from rich.markup import escape
 
 from basht.bso.cli import app as bso_app
 from basht.errors import BashtError, RunInterrupted
+
+if TYPE_CHECKING:
+    from basht.report.plotter import Plotter
 
 app = typer.Typer(
     name="basht",
@@ -67,34 +72,45 @@ def run(
     plots: PlotsOption = True,
 ) -> None:
     """Run the whole benchmark lifecycle for FILE and print the results."""
+    plotter = _start_plotter() if plots else None  # first: it imports while the run starts
     from basht.bench import run_benchmark
     from basht.experiment import load_experiment, with_plan
     from basht.report import print_result
     from basht.report.progress import LiveProgress, QuietProgress
 
-    experiment = load_experiment(file)
-    if plan is not None or replan:
-        experiment = with_plan(experiment, plan, replan=replan)
-    if store is not None:
-        experiment = experiment.model_copy(update={"store": store})
     try:
-        if quiet:  # still says where live metrics are served (measure.prometheus_port)
-            result = run_benchmark(
-                experiment, results_root=results, on_update=QuietProgress(console)
-            )
-        else:
-            with LiveProgress(console) as progress:
+        experiment = load_experiment(file)
+        if plan is not None or replan:
+            experiment = with_plan(experiment, plan, replan=replan)
+        if store is not None:
+            experiment = experiment.model_copy(update={"store": store})
+        stored = _plots_once_stored(plotter, experiment.store)
+        try:
+            if quiet:  # still says where live metrics are served (measure.prometheus_port)
                 result = run_benchmark(
                     experiment,
                     results_root=results,
-                    on_update=progress,  # also prints `metrics: URL` once they are served
-                    on_phase=progress.on_phase,
+                    on_update=QuietProgress(console),
+                    on_stored=stored,
                 )
-    except RunInterrupted as err:
-        _interrupted(err)
-    print_result(result.summary, console)
-    if plots:
-        _write_plots(experiment.store, result.run_id)
+            else:
+                with LiveProgress(console) as progress:
+                    result = run_benchmark(
+                        experiment,
+                        results_root=results,
+                        on_update=progress,  # also prints `metrics: URL` once they are served
+                        on_phase=progress.on_phase,
+                        on_stored=stored,
+                    )
+        except RunInterrupted as err:
+            _interrupted(err)
+        print_result(result.summary, console)  # while the plotter draws
+        if plots:
+            _write_plots(experiment.store, result.run_id, plotter)
+    finally:
+        if plotter is not None:
+            plotter.close()
+    _done_and_closed()  # the runner closed the store; the workers and the plotter are gone
     if result.status != "completed":
         raise typer.Exit(1)
 
@@ -104,17 +120,61 @@ def _say_path(line: str) -> None:
     console.print(escape(line), soft_wrap=True, highlight=False)
 
 
-def _write_plots(store_url: str, run_id: str) -> None:
-    """The run's plots beside its results.json, when matplotlib is there; never fails the run."""
-    import importlib.util
-
-    if importlib.util.find_spec("matplotlib") is None:
-        return
-    from basht.report.plots import write_run_plots
-    from basht.store import Store
+def _start_plotter() -> Plotter | None:
+    """The process that draws the run's plots, started now so that it has imported matplotlib
+    by the time the run ends (None without matplotlib, or if it cannot start: then the plots
+    are drawn here, after the run)."""
+    from basht.report.plotter import Plotter
 
     try:
-        plots = write_run_plots(Store(store_url), run_id)
+        return Plotter.start()
+    except Exception as err:
+        logging.getLogger(__name__).debug("no plotter process (%s): plots drawn here", err)
+        return None
+
+
+def _plots_once_stored(plotter: Plotter | None, store_url: str) -> Callable[[str, str], None]:
+    """The runner's `on_stored`: what a completed run's plots show is read from the store as
+    soon as the run is stored, and the plotter draws them while the results are written and
+    printed (if it cannot, `_write_plots` draws them here, or says why not)."""
+
+    def stored(run_id: str, status: str) -> None:
+        if plotter is None or status != "completed":
+            return
+        from basht.report.plots import run_plot_jobs
+        from basht.store import Store
+
+        try:
+            store = Store(store_url, create=False)
+            try:
+                plotter.request(run_plot_jobs(store, run_id))
+            finally:
+                store.close()
+        except Exception as err:  # `_write_plots` tries here, and says what is wrong
+            logging.getLogger(__name__).debug("plots not handed to the plotter: %s", err)
+
+    return stored
+
+
+def _write_plots(store_url: str, run_id: str, plotter: Plotter | None = None) -> None:
+    """The run's plots beside its results.json, when matplotlib is there; never fails the run.
+    Drawn by `plotter` when it was asked for them, else here."""
+    import importlib.util
+
+    try:
+        if plotter is not None and plotter.asked:
+            plots = plotter.result()
+        elif importlib.util.find_spec("matplotlib") is None:
+            return
+        else:
+            from basht.report.plots import write_run_plots
+            from basht.store import Store
+
+            opened = Store(store_url)
+            try:
+                plots = write_run_plots(opened, run_id)
+            finally:
+                opened.close()
     except Exception as err:  # a plot is a view; the run and its records are what matter
         logging.getLogger(__name__).warning("plots not written: %s", err)
         return
@@ -197,23 +257,36 @@ def resume(
     plots: PlotsOption = True,
 ) -> None:
     """Continue an interrupted run: finished trials are kept, the algorithm picks up where it was."""
+    plotter = _start_plotter() if plots else None  # first: it imports while the run starts
     from basht.bench import resume_benchmark
     from basht.report import print_result
     from basht.report.progress import LiveProgress, QuietProgress
 
     try:
-        if quiet:
-            result = resume_benchmark(run_id, store, on_update=QuietProgress(console))
-        else:
-            with LiveProgress(console) as progress:
+        stored = _plots_once_stored(plotter, store)
+        try:
+            if quiet:
                 result = resume_benchmark(
-                    run_id, store, on_update=progress, on_phase=progress.on_phase
+                    run_id, store, on_update=QuietProgress(console), on_stored=stored
                 )
-    except RunInterrupted as err:
-        _interrupted(err)
-    print_result(result.summary, console)
-    if plots:  # of the whole run, every attempt
-        _write_plots(store, result.run_id)
+            else:
+                with LiveProgress(console) as progress:
+                    result = resume_benchmark(
+                        run_id,
+                        store,
+                        on_update=progress,
+                        on_phase=progress.on_phase,
+                        on_stored=stored,
+                    )
+        except RunInterrupted as err:
+            _interrupted(err)
+        print_result(result.summary, console)  # while the plotter draws
+        if plots:  # of the whole run, every attempt
+            _write_plots(store, result.run_id, plotter)
+    finally:
+        if plotter is not None:
+            plotter.close()
+    _done_and_closed()  # the runner closed the store; the workers and the plotter are gone
     if result.status != "completed":
         raise typer.Exit(1)
 
@@ -600,6 +673,17 @@ def _report_comparison(
         console.print(compare_table(comparison, rows))
 
 
+def _spare_workers_the_cli() -> None:
+    """A spawned trial worker first imports its parent's `__main__` (a user's script may define
+    its workload there). The CLI's is of no use to a worker: named as a package's `__main__`,
+    which multiprocessing does not import in the child, it costs a worker nothing (no typer,
+    rich, store or reports)."""
+    main_module = sys.modules["__main__"]
+    if getattr(main_module.__spec__, "name", "").endswith(".__main__"):
+        return  # `python -m basht`: skipped already
+    main_module.__spec__ = importlib.machinery.ModuleSpec("basht.__main__", None)
+
+
 def main() -> None:
     """Entry point: a BashtError is the user's to fix, so one line and exit code 2, no traceback."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -607,6 +691,7 @@ def main() -> None:
     # (spawned workers inherit the path).
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
+    _spare_workers_the_cli()
     try:
         # Outside standalone mode typer returns the exit code of Ctrl-C (130) and typer.Exit.
         code = app(standalone_mode=False)
@@ -627,7 +712,33 @@ def main() -> None:
         sys.exit(2)
     if code == 130:
         _interrupted(None)
+    if _all_closed:
+        _exit_without_collecting()
     sys.exit(code if isinstance(code, int) else 0)
+
+
+#: Set by a command that has closed everything with an effect outside this process (its store,
+#: files and workers) once it is done: the process may then end without collecting its objects.
+_all_closed = False
+
+
+def _done_and_closed() -> None:
+    global _all_closed
+    _all_closed = True
+
+
+def _exit_without_collecting() -> None:
+    """Leave what this process built to the OS instead of the garbage collector.
+
+    At exit the interpreter collects every object graph it ever made (the ORM's, the schema's,
+    the experiment model's, the run's): a fifth of a second after the work is done and the
+    results are printed. A command that closed its store, files and workers (an open SQLite
+    connection is closed, and its write-ahead log folded back in, only when collected) says so,
+    and its objects are then frozen out of the collector's reach: the process just ends.
+    """
+    import gc
+
+    gc.freeze()
 
 
 def _interrupted(run: RunInterrupted | None) -> NoReturn:

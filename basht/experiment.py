@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -20,8 +21,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from basht.errors import ExperimentError
-from basht.space import Choice, Float, Int, SearchSpace
+from basht.errors import BashtError, ExperimentError
+from basht.space import Choice, Float, ParamSpec, SearchSpace  # `space:` entries: see space.py
+from basht.states import WASTED_STATES
 from basht.workloads.base import WorkloadRef
 
 PRUNERS = ("none", "sha", "asha", "hyperband", "async-hyperband")
@@ -45,62 +47,6 @@ def check_share(share: float) -> float:
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-
-class FloatParam(_Strict):
-    type: Literal["float"]
-    low: float
-    high: float
-    log: bool = False
-    step: PositiveFloat | None = None
-
-    @model_validator(mode="after")
-    def _bounds(self) -> FloatParam:
-        _check_bounds(self.low, self.high, self.log, self.step)
-        return self
-
-    def to_parameter(self) -> Float:
-        return Float(self.low, self.high, self.log, self.step)
-
-
-class IntParam(_Strict):
-    type: Literal["int"]
-    low: int
-    high: int
-    log: bool = False
-    step: PositiveInt | None = None
-
-    @model_validator(mode="after")
-    def _bounds(self) -> IntParam:
-        _check_bounds(self.low, self.high, self.log, self.step)
-        return self
-
-    def to_parameter(self) -> Int:
-        return Int(self.low, self.high, self.log, self.step)
-
-
-class ChoiceParam(_Strict):
-    type: Literal["choice"]
-    values: list[Any] = Field(min_length=1)
-
-    def to_parameter(self) -> Choice:
-        return Choice(tuple(tuple(v) if isinstance(v, list) else v for v in self.values))
-
-
-def _check_bounds(low: float, high: float, log: bool, step: float | None) -> None:
-    # YAML reads .inf and .nan as floats: a grid of them overflows and draws are inf or nan.
-    if not all(math.isfinite(v) for v in (low, high, 1.0 if step is None else step)):
-        raise ValueError(
-            f"low, high and step must be finite, got low={low} high={high} step={step}"
-        )
-    if low >= high:
-        raise ValueError(f"low must be below high, got low={low} high={high}")
-    if log and low <= 0:
-        raise ValueError(f"log scale needs low > 0, got low={low}")
-    if log and step is not None:
-        raise ValueError("give either log or step, not both")
-
-
-ParamSpec = Annotated[FloatParam | IntParam | ChoiceParam, Field(discriminator="type")]
 
 Number = int | float
 
@@ -240,7 +186,7 @@ class CarbonSpec(_Strict):
     """Grid intensity: a zone's yearly average, a fixed number, or a time series; optionally live."""
 
     region: str | None = None
-    g_per_kwh: float | None = Field(default=None, ge=0)
+    g_per_kwh: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     csv: str | None = None
     electricitymaps_token: str | None = None
 
@@ -255,16 +201,23 @@ class CarbonSpec(_Strict):
 
 
 class PriceSpec(_Strict):
-    usd_per_hour: float | None = Field(default=None, ge=0)
+    """The user's price per hour, or an instance of the shipped price sheet (or both: the user's
+    price at the sheet's size); `basht.energy.pricing.price_from_spec` builds the price."""
+
+    usd_per_hour: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     provider: str | None = None
     instance: str | None = None
     region: str | None = None
     vcpus: int | None = Field(default=None, ge=1)
     gpus: int | None = Field(default=None, ge=0)
-    memory_gib: float | None = Field(default=None, gt=0)
+    memory_gib: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _one(self) -> PriceSpec:
+        if self.instance is not None and self.provider is None:
+            raise _at(
+                "provider", f"instance {self.instance!r} needs a provider (aws, gcp or azure)"
+            )
         if self.usd_per_hour is None and (self.provider is None or self.instance is None):
             raise ValueError("give usd_per_hour, or provider and instance")
         return self
@@ -284,6 +237,7 @@ class EstimateSpec(_Strict):
         return self
 
 
+# The states a trial can end a run in (a trial never ends pending or running).
 TrialStateName = Literal["failed", "aborted", "stopped", "completed", "paused"]
 
 
@@ -298,7 +252,7 @@ class MeasureSpec(_Strict):
     prometheus_query: str = "node_rapl_package_joules_total"
     estimate: EstimateSpec = Field(default_factory=EstimateSpec)
     wasted_states: list[TrialStateName] = Field(
-        default_factory=lambda: ["failed", "aborted", "stopped"]
+        default_factory=lambda: [state.value for state in WASTED_STATES]
     )
 
 
@@ -318,10 +272,85 @@ class EngineSpec(_Strict):
         return None if width is None else check_share(width)
 
 
+@dataclass(frozen=True)
+class Stage:
+    """Stage i of the job: `trials` live trials, each training `epochs` more epochs."""
+
+    trials: int
+    epochs: int
+
+
+@dataclass(frozen=True)
+class ShaJob:
+    """The job a RubberBand plan is for, as the file's `search` describes it: synchronous
+    successive halving, n trials at min_budget, then the top 1/eta of each rung, up to max_budget.
+    Here beside the schema, which checks that a plan fits the file's job.
+
+    A trial resumes from its checkpoint at each rung, so stage i trains each survivor for the
+    epochs between rung i-1 and rung i.
+    """
+
+    trials: int
+    min_budget: int
+    max_budget: int
+    eta: int = 3
+
+    def __post_init__(self) -> None:
+        if self.trials < 1:
+            raise BashtError(f"a job needs at least one trial, got {self.trials}")
+        if self.eta < 2 or self.min_budget < 1 or self.max_budget < self.min_budget:
+            raise BashtError(
+                f"budgets {self.min_budget}..{self.max_budget} with eta {self.eta}: expected "
+                "1 <= min_budget <= max_budget and eta >= 2"
+            )
+
+    @property
+    def rungs(self) -> tuple[int, ...]:
+        """Budgets min_budget·eta^k below max_budget, then max_budget (as the tuners' rungs)."""
+        levels, budget = [], self.min_budget
+        while budget < self.max_budget:
+            levels.append(budget)
+            budget *= self.eta
+        return (*levels, self.max_budget)
+
+    @property
+    def bracket_size(self) -> int:
+        """eta^K configurations: the fewest that bring one to max_budget (Basht's SHA bracket)."""
+        return self.eta ** (len(self.rungs) - 1)
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        levels = self.rungs
+        stages, trials, done = [], self.trials, 0
+        for budget in levels:
+            stages.append(Stage(trials, budget - done))
+            done, trials = budget, max(1, trials // self.eta)
+        return tuple(stages)
+
+    @classmethod
+    def from_experiment(cls, experiment: Experiment) -> ShaJob:
+        """The job an experiment file describes (`search`: max_trials at min_budget, eta; with
+        `pruner: none`, one stage of max_trials trials to max_budget)."""
+        search = experiment.search
+        if search.max_budget is None:
+            raise BashtError("search.max_budget: a plan needs a bounded job")
+        job = cls(1, search.min_budget, search.max_budget, search.eta)
+        trials = search.max_trials or job.bracket_size
+        if search.pruner == "none":  # every trial to max_budget: one stage
+            return cls(trials, search.max_budget, search.max_budget, search.eta)
+        return cls(trials, search.min_budget, search.max_budget, search.eta)
+
+
 class _PlanPart(BaseModel):
-    """Part of a plan file as `basht plan --json` writes it: what else it holds is not read."""
+    """Part of the plan file: `basht plan --json` writes it and `basht run --plan` reads it.
+    What else a file holds (from another version of Basht) is not read."""
 
     model_config = ConfigDict(extra="ignore")
+
+
+class PlanStageSpec(_PlanPart):
+    trials: PositiveInt
+    epochs: PositiveInt
 
 
 class PlanJobSpec(_PlanPart):
@@ -329,6 +358,7 @@ class PlanJobSpec(_PlanPart):
     min_budget: PositiveInt
     max_budget: PositiveInt
     eta: int = Field(ge=2)
+    stages: list[PlanStageSpec] = []  # as `ShaJob.stages` gives them, for the reader
 
 
 class PlanPriceSpec(_PlanPart):
@@ -345,12 +375,29 @@ class PlanPriceSpec(_PlanPart):
     data_usd_per_instance: float = Field(default=0.0, ge=0, allow_inf_nan=False)
 
 
+class PlanLayoutSpec(_PlanPart):
+    """How a stage's trials sit on its instances."""
+
+    gpus_per_trial: PositiveInt
+    slots: PositiveInt  # trials at once
+    waves: PositiveInt
+
+
 class PlanEstimateSpec(_PlanPart):
     jct_s: float
     jct_p95_s: float
     cost_usd: float
     cost_p95_usd: float
     stage_end_s: list[float] = []  # each stage's barrier, on average
+    energy_kwh: float | None = None  # with the profile's power_w
+
+
+class PlanEmissionsSpec(_PlanPart):
+    """The plan's and the best static cluster's emissions (grams, estimated from their energy)."""
+
+    intensity: str  # the grid intensity they are at, described
+    plan_g: float
+    static_g: float
 
 
 _Seconds = Annotated[float, Field(ge=0, lt=1e9, allow_inf_nan=False)]
@@ -369,25 +416,34 @@ class PlanProfileSpec(_PlanPart):
 
 
 class PlanSpec(_PlanPart):
-    """A RubberBand plan to run the job on (`basht plan --json`): instances in each stage."""
+    """The plan file: a RubberBand plan to run the job on, instances in each stage. `basht plan
+    --json` writes this model and `basht run --plan` (or the file's `plan:`) reads it; the
+    fields are in the order the file has them."""
 
-    plan: list[PositiveInt] = Field(min_length=1)
+    emissions_estimate: PlanEmissionsSpec | None = None
     job: PlanJobSpec
+    instance: str | None = None  # the plan's one-line description of the instance type
     price: PlanPriceSpec
-    estimate: PlanEstimateSpec | None = None
+    profile_source: str = ""
     deadline_s: PositiveFloat | None = None
     confidence: Literal["mean", "p95"] | None = None
-    instance: str | None = None  # the plan's one-line description of the instance type
+    plan: list[PositiveInt] = Field(min_length=1)
+    layouts: list[PlanLayoutSpec] = []
+    estimate: PlanEstimateSpec | None = None
+    static_plan: list[PositiveInt] | None = None  # the best static cluster, as a plan
+    static_estimate: PlanEstimateSpec | None = None
+    static_over_plan_cost: float | None = None
+    plans_simulated: int | None = None
     profile: PlanProfileSpec | None = None
     max_instances: PositiveInt | None = None  # the most instances the plan could have used
     runs: PositiveInt = 200  # simulated runs per plan
     seed: int = Field(default=0, ge=0)  # of the simulated stragglers
-    # Plan the remaining stages again at each barrier, from the time left and the trial times
-    # seen so far (RubberBand's answer to a run that is slower or faster than its profile).
-    replan: bool = False
     # Request each stage's new instances ahead of its barrier (`basht plan --preprovision`).
     preprovision: bool = False
     objective: Literal["cost", "energy"] = "cost"  # what re-planning keeps least
+    # Plan the remaining stages again at each barrier, from the time left and the trial times
+    # seen so far (RubberBand's answer to a run that is slower or faster than its profile).
+    replan: bool = False
 
     @model_validator(mode="after")
     def _can_replan(self) -> PlanSpec:
@@ -538,8 +594,6 @@ class Experiment(BaseModel):
                 "plan",
                 f"is for a synchronous SHA job (pruner: sha or none), not {self.search.pruner}",
             )
-        from basht.plan.job import ShaJob
-
         planned = self.plan.job
         job = ShaJob.from_experiment(self)
         mine = (job.trials, job.min_budget, job.max_budget, job.eta)

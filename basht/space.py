@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
 
-from basht.errors import ExperimentError
+from basht.errors import ArgumentError, ExperimentError
 
 Config = dict[str, Any]
 
@@ -144,6 +155,134 @@ class Choice:
 Parameter = Float | Int | Choice
 
 
+# -- the experiment file's form of a parameter ---------------------------------------------------
+# `space:` in an experiment file and a dict given to an algorithm are read by these same models,
+# so the two accept and refuse the same parameters (basht.experiment sits above and imports them).
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FloatParam(_Spec):
+    type: Literal["float"]
+    low: float
+    high: float
+    log: bool = False
+    step: PositiveFloat | None = None
+
+    @model_validator(mode="after")
+    def _bounds(self) -> FloatParam:
+        _check_bounds(self.low, self.high, self.log, self.step)
+        return self
+
+    def to_parameter(self) -> Float:
+        return Float(self.low, self.high, self.log, self.step)
+
+
+class IntParam(_Spec):
+    type: Literal["int"]
+    low: int
+    high: int
+    log: bool = False
+    step: PositiveInt | None = None
+
+    @model_validator(mode="after")
+    def _bounds(self) -> IntParam:
+        _check_bounds(self.low, self.high, self.log, self.step)
+        return self
+
+    def to_parameter(self) -> Int:
+        return Int(self.low, self.high, self.log, self.step)
+
+
+class ChoiceParam(_Spec):
+    type: Literal["choice"]
+    values: list[Any] = Field(min_length=1)
+
+    def to_parameter(self) -> Choice:
+        return Choice(tuple(tuple(v) if isinstance(v, list) else v for v in self.values))
+
+
+def _check_bounds(low: float, high: float, log: bool, step: float | None) -> None:
+    # YAML reads .inf and .nan as floats: a grid of them overflows and draws are inf or nan.
+    if not all(math.isfinite(v) for v in (low, high, 1.0 if step is None else step)):
+        raise ValueError(
+            f"low, high and step must be finite, got low={low} high={high} step={step}"
+        )
+    if low >= high:
+        raise ValueError(f"low must be below high, got low={low} high={high}")
+    if log and low <= 0:
+        raise ValueError(f"log scale needs low > 0, got low={low}")
+    if log and step is not None:
+        raise ValueError("give either log or step, not both")
+
+
+ParamSpec = Annotated[FloatParam | IntParam | ChoiceParam, Field(discriminator="type")]
+
+_SPECS: dict[str, type[_Spec]] = {"float": FloatParam, "int": IntParam, "choice": ChoiceParam}
+
+
+@functools.cache
+def _spec_adapter() -> TypeAdapter[Any]:
+    """Built at the first use: a run that reads only experiment files never needs it."""
+    return TypeAdapter(ParamSpec)
+
+
+def _spec_form(parameter: Any) -> Any:
+    """A typed parameter (or a spec model) as the mapping `space:` would hold; anything else
+    as it is, for the spec model to accept or refuse."""
+    if isinstance(parameter, Float | Int):
+        kind = "float" if isinstance(parameter, Float) else "int"
+        low, high, log, step = parameter.low, parameter.high, parameter.log, parameter.step
+        return {"type": kind, "low": low, "high": high, "log": log, "step": step}
+    if isinstance(parameter, Choice):
+        values = parameter.values
+        return {
+            "type": "choice",
+            "values": list(values) if isinstance(values, tuple | list) else values,
+        }
+    if isinstance(parameter, _Spec):
+        return parameter.model_dump()
+    return parameter
+
+
+def _parse(parameter: Any, where: str) -> Parameter:
+    """One parameter in any form an algorithm takes, checked by the experiment file's rules;
+    a wrong one is one ArgumentError line starting at `where` (e.g. `space.lr`)."""
+    form = _spec_form(parameter)
+    if not isinstance(form, Mapping):
+        raise ArgumentError(
+            f"{where}: expected Float, Int, Choice or a mapping such as "
+            f"{{'type': 'float', 'low': 0.001, 'high': 0.1}}, got {type(parameter).__name__}"
+        )
+    try:
+        spec = _spec_adapter().validate_python(dict(form))
+    except ValidationError as err:
+        raise ArgumentError(_one_line(err, where, form)) from None
+    return spec.to_parameter()
+
+
+def _one_line(err: ValidationError, where: str, form: Mapping[str, Any]) -> str:
+    """The first problem of a parameter spec as `<where>.<key>: <what>`."""
+    first = err.errors()[0]
+    loc = [str(part) for part in first["loc"]]
+    tag = loc.pop(0) if loc and loc[0] in _SPECS else None
+    path = ".".join([where, *loc])
+    kind, expected = first["type"], ", ".join(_SPECS)
+    if kind == "union_tag_not_found":
+        return f"{where}.type: missing required key (one of: {expected})"
+    if kind == "union_tag_invalid":
+        return f"{where}.type: unknown type {form.get('type')!r} (expected one of: {expected})"
+    if kind == "extra_forbidden":
+        fields = list(_SPECS[tag].model_fields) if tag else []
+        return f"{path}: unknown key (expected one of: {', '.join(fields)})"
+    if kind == "missing":
+        return f"{path}: missing required key"
+    msg = first["msg"].removeprefix("Value error, ")
+    return f"{path}: {msg}" if kind == "value_error" else f"{path}: {msg}, got {first['input']!r}"
+
+
 def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
@@ -155,6 +294,34 @@ def _grid_quantile(grid: Sequence[Any]) -> Callable[[float], Any]:
 
 class SearchSpace(Mapping[str, Parameter]):
     """An ordered mapping of names to parameters; the order fixes sampling and grid order."""
+
+    @classmethod
+    def coerce(cls, space: Any, name: str = "space") -> SearchSpace:
+        """`space` as a SearchSpace, from what a user writes: a SearchSpace, a mapping in the
+        experiment file's `space:` form (`{"lr": {"type": "float", "low": 1e-4, "high": 1.0}}`),
+        or of typed parameters (`{"lr": Float(1e-4, 1.0, log=True)}`), the forms mixed freely.
+
+        Every parameter is checked by the experiment file's rules, so a wrong one fails here in
+        one ArgumentError line naming `name` and the key, not at the first draw. A SearchSpace
+        that passes comes back as it is.
+        """
+        if isinstance(space, SearchSpace):
+            for key, parameter in space.items():
+                _parse(parameter, f"{name}.{key}")
+            return space
+        if not isinstance(space, Mapping):
+            raise ArgumentError(
+                f"{name}: expected a SearchSpace or a mapping of parameter names to parameters, "
+                f"got {type(space).__name__}"
+            )
+        if not space:
+            raise ArgumentError(f"{name}: the search space is empty")
+        parameters: dict[str, Parameter] = {}
+        for key, parameter in space.items():
+            if not isinstance(key, str):
+                raise ArgumentError(f"{name}: parameter names must be strings, got {key!r}")
+            parameters[key] = _parse(parameter, f"{name}.{key}")
+        return cls(parameters)
 
     def __init__(self, parameters: Mapping[str, Parameter]):
         if not parameters:
@@ -214,13 +381,21 @@ class SearchSpace(Mapping[str, Parameter]):
         return math.isfinite(self.size)
 
     def grid(self) -> Iterator[Config]:
-        """Every configuration, the last parameter varying fastest."""
+        """Every configuration, the last parameter varying fastest; an infinite space fails at
+        the call (a grid sampler is refused when built), not at the first configuration."""
         infinite = [n for n, p in self._parameters.items() if not math.isfinite(p.size)]
         if infinite:
             raise ExperimentError(
                 f"grid sampling needs finite parameters; give `step` or use `choice` for: "
                 f"{', '.join(infinite)}"
             )
+        return self._grid()
+
+    def _grid(self) -> Iterator[Config]:
         names = list(self._parameters)
         for values in itertools.product(*(self._parameters[n].grid() for n in names)):
             yield dict(zip(names, values, strict=True))
+
+
+#: What the algorithms and samplers take as their space: see `SearchSpace.coerce`.
+SpaceLike = SearchSpace | Mapping[str, Any]

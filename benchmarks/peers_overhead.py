@@ -279,7 +279,7 @@ def run_ray(
     from ray.tune.schedulers import ASHAScheduler
     from ray.tune.search import BasicVariantGenerator
 
-    from basht.engine.ray_session import ray_on_loopback
+    from basht.engine.ray.session import ray_on_loopback
 
     start = time.perf_counter()
     with ray_on_loopback():  # also when something imported Ray before the variable was set

@@ -44,7 +44,7 @@ from _results import write_results
 from rich.console import Console
 from rich.table import Table
 
-from basht.plan.job import ShaJob
+from basht.plan import ShaJob
 from basht.plan.planner import (
     CONFIDENCE,
     best_static,

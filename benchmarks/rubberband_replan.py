@@ -38,7 +38,7 @@ from rich.console import Console
 from rich.table import Table
 from rubberband_plan import illustrative_profile
 
-from basht.energy.pricing import job_cost_usd
+from basht.energy.billing import job_cost_usd
 from basht.plan import ShaJob, Simulator, plan_job, replan
 from basht.plan.profile import Profile
 

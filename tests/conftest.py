@@ -1,4 +1,9 @@
-"""Shared fixtures: a valid experiment as a dict, written to a file on demand."""
+"""Shared fixtures: a valid experiment as a dict, written to a file on demand; the test lanes.
+
+Tests that start real processes, servers or clusters are marked `integration` (in their files, or
+here where a fixture that starts a server is the reason), so `pytest -m "not integration"` is the
+fast lane; tests marked `needs_root` skip where the suite does not run as root.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from tests.tools import is_root
 
 BASE: dict[str, Any] = {
     "name": "t",
@@ -37,3 +44,25 @@ def write_spec(tmp_path: Path):
         return path
 
     return write
+
+
+# Fixtures that start a server of their own (`basht bso serve` in a subprocess, a PostgreSQL
+# cluster): every test that uses one, itself or through another fixture, is an integration test.
+# Keyed by the folder that defines them (a `server` elsewhere need not be one).
+SERVER_FIXTURES: dict[str, set[str]] = {
+    "tests/bso/": {"serve", "server", "postgres_url"},
+    "tests/store/": {"postgres"},
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for folder, names in SERVER_FIXTURES.items():
+            if item.nodeid.startswith(folder) and names & set(item.fixturenames):
+                item.add_marker(pytest.mark.integration)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("needs_root") is not None and not is_root():
+        pytest.skip("needs root (network namespaces)")

@@ -22,28 +22,13 @@ from pathlib import Path
 
 import pytest
 
-_SKIP_NO_BINARIES = "PostgreSQL binaries (initdb, pg_ctl) not found: apt-get install postgresql"
+from tests.tools import need_tool
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def pg_bindir() -> Path | None:
-    """Where initdb and pg_ctl are: on PATH (links followed, to the folder with the other
-    tools), or the newest /usr/lib/postgresql/*/bin (Debian)."""
-    if shutil.which("initdb") and shutil.which("pg_ctl"):
-        return Path(shutil.which("pg_ctl")).resolve().parent  # type: ignore[arg-type]
-    candidates = sorted(
-        Path("/usr/lib/postgresql").glob("*/bin"),
-        key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0,
-    )
-    for bindir in reversed(candidates):
-        if (bindir / "initdb").exists() and (bindir / "pg_ctl").exists():
-            return bindir
-    return None
 
 
 def _as_cluster_owner() -> tuple[list[str], str | None]:
@@ -101,9 +86,7 @@ class Postgres:
 @contextlib.contextmanager
 def postgres_server() -> Iterator[Postgres]:
     """Start a fresh PostgreSQL cluster; stop and remove it afterwards."""
-    bindir = pg_bindir()
-    if bindir is None:
-        pytest.skip(_SKIP_NO_BINARIES)
+    bindir = Path(need_tool("postgresql"))
     prefix, owner = _as_cluster_owner()
     home = Path(tempfile.mkdtemp(prefix="basht-pg-"))
     if owner is not None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import socket
 import subprocess
 import time
@@ -11,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from basht.energy import PrometheusClient
+from tests.tools import need_tool
 
 
 def free_port() -> int:
@@ -24,9 +24,7 @@ def prometheus(
     tmp: Path, targets: list[str], interval_s: float = 0.5
 ) -> Iterator[PrometheusClient]:
     """Start Prometheus scraping `targets` every `interval_s`; stop it and its data afterwards."""
-    binary = shutil.which("prometheus")
-    if binary is None:
-        raise RuntimeError("prometheus is not installed (apt-get install prometheus; .ci/run does)")
+    binary = need_tool("prometheus")  # skips the test where it is not installed
     port = free_port()
     config = tmp / "prometheus.yml"
     listed = ", ".join(f"'{t}'" for t in targets)

@@ -12,6 +12,8 @@ import pytest
 
 from basht.store import Store
 
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[1]
 
 _SCRIPT = """

@@ -18,6 +18,8 @@ from basht.store import Store
 from tests.cli import basht as _basht
 from tests.cli import cli_env, run_in_background, wait_for_trials
 
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -30,6 +32,9 @@ def test_basht_run_writes_store_and_results(spec, write_spec, tmp_path):
     proc = _basht("run", str(write_spec(spec)), cwd=tmp_path, env=cli_env(BASHT_PLOTS="1"))
     assert proc.returncode == 0, proc.stderr
     assert "best validation accuracy" in proc.stdout and "JCT" in proc.stdout
+    # Every connection to the store was closed before the process ended (SQLite folds its
+    # write-ahead log back into the file then): nothing is left beside it.
+    assert not list(tmp_path.glob("basht.db-*"))
 
     store = Store(spec["store"])
     (run,) = store.list_runs()

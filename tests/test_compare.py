@@ -78,6 +78,7 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> RealComparison:
     return real_comparison(tmp_path_factory)
 
 
+@pytest.mark.integration
 def test_each_system_runs_in_turn_and_one_table_shows_them_side_by_side(real):
     out = real.proc.stdout
     header = next(line for line in out.splitlines() if "native" in line and "raytune" in line)
@@ -102,6 +103,7 @@ def test_each_system_runs_in_turn_and_one_table_shows_them_side_by_side(real):
         assert end <= start
 
 
+@pytest.mark.integration
 def test_the_rows_hold_every_system_value_and_table_2(real):
     rows = {r.label: r for r in compare_rows(real.store, real.comparison)}
     for name in ("TWH (kWh)", "CINT (gCO2eq/kWh)", "JCT (ms)", "OC (USD)", "WTT (ms)", "WR (%)"):
@@ -120,6 +122,7 @@ def test_the_rows_hold_every_system_value_and_table_2(real):
         assert reached.values[system] == ([pytest.approx(min(first))] if first else [])
 
 
+@pytest.mark.integration
 def test_report_reads_the_comparison_back(real):
     ident = real.comparison.id
     proc = basht("report", ident[:20], "--json", cwd=real.cwd)
@@ -132,6 +135,7 @@ def test_report_reads_the_comparison_back(real):
     assert shown.returncode == 0 and "raytune" in shown.stdout and "JCT (ms)" in shown.stdout
 
 
+@pytest.mark.integration
 def test_repeat_gives_each_system_several_seeds_and_cells_their_median_and_range(spec, tmp_path):
     spec["workload"]["params"] = {"epoch_s": 0.01}
     spec["search"].update(max_budget=2, max_trials=3)
@@ -160,6 +164,7 @@ def test_a_cell_is_the_median_and_range_over_seeds():
     assert row.median("native") == 2.0
 
 
+@pytest.mark.integration
 def test_bad_input_is_one_line_and_exit_code_2(spec, write_spec, tmp_path):
     proc = basht("compare", str(write_spec(spec)), "--systems", "native,nope", cwd=tmp_path)
     assert proc.returncode == 2
@@ -213,6 +218,7 @@ def unreached(tmp_path_factory: pytest.TempPathFactory) -> SleepComparison:
     return _SLEEP["it"]
 
 
+@pytest.mark.integration
 def test_a_target_never_reached_is_a_row_that_says_so(unreached):
     label = "time to accuracy ≥ 5 (s)"
     (line,) = [x for x in unreached.proc.stdout.splitlines() if label in x]
@@ -240,6 +246,7 @@ def test_time_to_target_says_how_many_seeds_reached_it(monkeypatch):
     assert row.values["a"] == [2.0, 4.0] and row.median("a") == 3.0
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("target", ["nan", "inf", "-inf"])
 def test_a_target_that_is_not_a_finite_number_is_one_line(spec, write_spec, tmp_path, target):
     path = write_spec(spec)
@@ -251,6 +258,7 @@ def test_a_target_that_is_not_a_finite_number_is_one_line(spec, write_spec, tmp_
     assert not (tmp_path / "results").exists() and not (tmp_path / "basht.db").exists()
 
 
+@pytest.mark.integration
 def test_the_comparison_keeps_its_sqlite_store_by_absolute_path(unreached, tmp_path):
     """Reported from another folder with --results, a relative `sqlite:///basht.db` would miss."""
     data = json.loads((unreached.folder / "comparison.json").read_text())
@@ -289,6 +297,7 @@ def test_other_store_urls_are_kept_as_given():
     )
 
 
+@pytest.mark.integration
 def test_an_ambiguous_comparison_prefix_names_the_comparisons(unreached, tmp_path):
     results = tmp_path / "results"
     ids = [f"compare-far-{i}" for i in range(7)]
@@ -315,6 +324,7 @@ def test_an_ambiguous_comparison_prefix_names_the_comparisons(unreached, tmp_pat
     assert basht("report", "compare-far-1", "--json", cwd=tmp_path).returncode == 0
 
 
+@pytest.mark.integration
 def test_files_compare_side_by_side_opening_with_the_settings_they_differ_in(tmp_path):
     """Two files that differ in the pruner, on native: a column each, the difference first."""
     for name, pruner in (("with-asha", "asha"), ("without", "none")):
@@ -346,6 +356,7 @@ def test_files_compare_side_by_side_opening_with_the_settings_they_differ_in(tmp
     assert json.loads(shown.stdout)["rows"][0]["cells"] == {"with-asha": "asha", "without": "none"}
 
 
+@pytest.mark.integration
 def test_what_ended_each_column_s_search_is_a_row(tmp_path):
     """A target ends one file's search; the other runs out of trials and says so."""
     for name, target in (("stops", 2.0), ("runs-out", None)):
@@ -381,6 +392,7 @@ def test_files_that_cannot_be_compared_are_refused_before_anything_runs(spec, tm
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.integration
 def test_a_file_one_of_the_systems_cannot_run_is_refused_before_anything_runs(
     spec, write_spec, tmp_path
 ):

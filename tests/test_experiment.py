@@ -223,6 +223,7 @@ def test_missing_file(tmp_path):
         load_experiment(tmp_path / "nope.yaml")
 
 
+@pytest.mark.integration
 def test_validate_in_a_subprocess_has_no_traceback(spec, write_spec):
     spec["search"]["eta"] = 1
     path = write_spec(spec)

@@ -8,16 +8,16 @@ from pathlib import Path
 import pytest
 
 from basht.bench.native import record_ray_nodes
-from basht.energy.pricing import AWS_LINUX, Price
-from basht.engine.ray_nodes import NodeLedger, node_label
-from basht.experiment import Experiment
-from basht.metrics import (
-    compute_metrics,
+from basht.energy.billing import (
     instance_lifetimes,
     ray_cluster_cost_usd,
     ray_node_lifetimes,
     ray_nodes,
 )
+from basht.energy.pricing import AWS_LINUX, Price
+from basht.engine.ray.nodes import NodeLedger, node_label
+from basht.experiment import Experiment
+from basht.metrics import compute_metrics
 from basht.report.runstats import energy_source, trial_energy_j
 from basht.store import Store
 
@@ -293,7 +293,7 @@ def test_a_resumed_ray_run_bills_each_attempts_nodes(store):
 
 def test_the_bill_so_far_counts_a_running_clusters_instances_or_nodes(store):
     """The live exporter's cost: each instance or node up to now, by the provider's rule."""
-    from basht.metrics import billed_so_far
+    from basht.energy.billing import billed_so_far
 
     s, run_id = store
     price = Price(usd_per_hour=3.6, vcpus=4)  # 0.001 USD a second, per second
@@ -319,8 +319,8 @@ def test_the_bill_so_far_counts_a_running_clusters_instances_or_nodes(store):
 
 def test_the_live_bill_of_one_instance_follows_the_providers_rule(store):
     """As OC bills it: AWS's 60 s minimum is owed from the start, then each second."""
+    from basht.energy.billing import live_bill_usd
     from basht.energy.pricing import AWS_LINUX
-    from basht.metrics import live_bill_usd
 
     s, run_id = store
     price = Price(usd_per_hour=3.6, vcpus=4, rule=AWS_LINUX)  # 0.001 USD a second

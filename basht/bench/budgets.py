@@ -5,8 +5,8 @@ limit that only stands in for it. Each budget counts from deploy, every attempt 
 included, on the meter the run reports, on any system under test: energy and emissions as the
 node's energy monitor books them (Table 2's energy_total and its emissions, idle and overhead as
 much as trials; measured or estimated as the monitor's source is, and the reason the job ended
-says which), the bill as OC counts it (`basht.metrics.cost_so_far_usd`). The meters are read at
-most twice a second; what the running epochs spend until their next report comes on top.
+says which), the bill as OC counts it (`basht.energy.billing.cost_so_far_usd`). The meters are
+read at most twice a second; what the running epochs spend until their next report comes on top.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable
 
 from basht.bench.lifecycle import RunContext
+from basht.energy.billing import cost_so_far_usd
 from basht.energy.monitor import J_PER_KWH, EnergyMonitor
 from basht.experiment import SearchSpec
-from basht.metrics import cost_so_far_usd
 
 
 class SpendingLimits:

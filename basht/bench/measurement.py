@@ -6,11 +6,11 @@ import logging
 import time
 from typing import Any
 
+from basht.energy.billing import billing_price, live_bill_usd
 from basht.energy.monitor import UNMEASURED, Account, AccountKey, EnergyMonitor, summed
 from basht.energy.node import open_node_sources, slot_devices
 from basht.errors import ExperimentError
 from basht.experiment import Experiment
-from basht.metrics import billing_price, live_bill_usd
 from basht.store import Store
 
 log = logging.getLogger(__name__)

@@ -11,13 +11,15 @@ from sqlalchemy import select
 
 from basht.bench.budgets import SpendingLimits
 from basht.bench.lifecycle import BestTrial, RunContext
+from basht.energy.billing import RAY_NODES
 from basht.engine import LocalExecutor, RayExecutor, TrialTask
-from basht.engine.ray_meter import NodeMeters
-from basht.engine.ray_nodes import NodeLedger
+from basht.engine.base import Executor
+from basht.engine.ray.meter import NodeMeters
+from basht.engine.ray.nodes import NodeLedger
 from basht.errors import BashtError
 from basht.experiment import Experiment
-from basht.metrics import RAY_NODES
 from basht.plan.executor import PlanExecutor
+from basht.states import EventKind, TrialState
 from basht.store import CheckpointRow, Store, TrialRow
 from basht.tune import Decision, Tuner, replay, trial_seed
 from basht.tune.base import Algorithm
@@ -37,7 +39,7 @@ class NativeSystem:
         self.ctx = ctx
         exp = ctx.experiment
         self.workload = exp.workload_ref()
-        self.executor: LocalExecutor | RayExecutor | PlanExecutor | None = None
+        self.executor: Executor | None = None
         self.tuner: Tuner | None = None
         self._segment_start: dict[int, float] = {}
 
@@ -73,15 +75,8 @@ class NativeSystem:
         assert self.executor is not None
         self.can_checkpoint = not is_function_workload(resolve_workload(self.workload.name))
         self.executor.setup(self.workload)
-        if isinstance(self.executor, LocalExecutor):
-            self.executor.resizable = self.can_checkpoint  # moving devices needs a checkpoint
-            if self.ctx.monitor is not None:
-                self.executor.on_place = self.ctx.monitor.place
-        elif isinstance(self.executor, PlanExecutor) and self.ctx.monitor is not None:
-            monitor = self.ctx.monitor
-            self.executor.on_release = lambda workers: [monitor.leave(w) for w in workers]
-        elif isinstance(self.executor, RayExecutor) and self.ctx.monitor is not None:
-            self.ctx.monitor.elsewhere = self.executor.meters  # other nodes' energy, pulled
+        if self.ctx.monitor is not None:
+            self.executor.attach_monitor(self.ctx.monitor)
         exp = self.ctx.experiment
         # A plan is for one bracket of all the job's trials, as `basht plan` planned it.
         self.algorithm = make_algorithm(exp, self.can_checkpoint, one_bracket=exp.plan is not None)
@@ -134,11 +129,9 @@ class NativeSystem:
         """Tell this node's energy monitor what `worker` runs: in a process it can read, or
         on another node (whose meter books it, if the executor keeps one there)."""
         assert self.executor is not None and self.ctx.monitor is not None
-        monitor, metered = self.ctx.monitor, False
-        if isinstance(self.executor, RayExecutor):
-            metered = self.executor.metered_elsewhere(worker)
-            if devices := self.executor.devices_of(worker):
-                monitor.place(worker, devices)  # the GPUs Ray gave it, not worker mod GPU count
+        monitor, metered = self.ctx.monitor, self.executor.metered_elsewhere(worker)
+        if devices := self.executor.devices_of(worker):
+            monitor.place(worker, devices)  # the GPUs Ray gave it, not worker mod GPU count
         monitor.assign(
             worker, self.executor.pid_of(worker), trial_id, kind, metered_elsewhere=metered
         )
@@ -170,7 +163,7 @@ class NativeSystem:
         finally:
             if monitor is not None and worker is not None:
                 monitor.assign(worker, None, None)
-        if event.kind == "failed":
+        if event.kind == EventKind.FAILED:
             raise BashtError(f"testing trial {best.trial_id} failed: {event.error}")
         return event.metrics
 
@@ -224,7 +217,7 @@ def _ray_executor(
 def record_ray_nodes(
     store: Store, run_id: str, attempt: int
 ) -> Callable[[list[dict[str, Any]]], None]:
-    """Keeps an attempt's Ray nodes in the run's `host` record (`metrics.ray_nodes` reads them)."""
+    """Keeps an attempt's Ray nodes in the run's `host` record (`billing.ray_nodes` reads them)."""
 
     def record(nodes: list[dict[str, Any]]) -> None:
         host = dict(store.get_run(run_id).host or {})
@@ -242,7 +235,7 @@ def best_trial_from_store(ctx: RunContext) -> BestTrial:
     with ctx.store.session() as s:
         base = select(TrialRow).where(TrialRow.run_id == ctx.run_id, TrialRow.value.is_not(None))
         row = s.scalars(
-            base.where(TrialRow.state == "completed").order_by(order, TrialRow.number)
+            base.where(TrialRow.state == TrialState.COMPLETED).order_by(order, TrialRow.number)
         ).first()
         if row is None:
             row = s.scalars(base.order_by(order, TrialRow.number)).first()
@@ -289,8 +282,8 @@ def restore_from_store(
                 row_id=row.id,
                 config=row.config,
                 # Promoted while its pause was being written, then interrupted: it is owed a run.
-                state="aborted"
-                if row.state == "paused" and last_op.get(row.number) == "suggest"
+                state=TrialState.ABORTED
+                if row.state == TrialState.PAUSED and last_op.get(row.number) == "suggest"
                 else row.state,
                 # A restarted trial continues from its checkpoint's epoch, or from scratch.
                 budget=epoch,

@@ -28,7 +28,7 @@ from typing import Any
 
 from basht.engine.messages import WorkloadRef
 from basht.engine.worker import build_workload
-from basht.errors import BashtError, ExperimentError, WorkloadError
+from basht.errors import BashtError, ExperimentError, SpecError, WorkloadError
 from basht.experiment import Experiment
 from basht.space import Choice, Parameter
 from basht.workloads import is_function_workload, resolve_workload
@@ -254,31 +254,10 @@ def _check_energy(experiment: Experiment, where: str) -> None:
 def _check_carbon(experiment: Experiment, where: str) -> None:
     from basht.energy.carbon import intensity_from_spec
 
-    carbon = experiment.measure.carbon
-    try:
-        intensity_from_spec(carbon)  # builds only: a live source asks the API once running
-    except ExperimentError as err:
-        # The key the run resolves (intensity_from_spec's precedence); the schema allows one.
-        key = next(
-            (k for k in ("g_per_kwh", "csv", "region") if getattr(carbon, k) is not None), None
-        )
-        path = "measure.carbon" + (f".{key}" if key else "")
-        raise ExperimentError(
-            f"{where}: {path}: {_one_line(err).removeprefix('carbon: ')}"
-        ) from None
-
-
-# The price key a price_from_spec message is about, by what it says.
-_PRICE_KEYS = (
-    ("unknown provider", "provider"),
-    ("needs a provider", "provider"),
-    ("for region", "region"),
-    ("instance", "instance"),
-    ("usd_per_hour", "usd_per_hour"),
-    ("vcpus", "vcpus"),
-    ("gpus", "gpus"),
-    ("memory_gib", "memory_gib"),
-)
+    try:  # builds only: a live source asks the API once running
+        intensity_from_spec(experiment.measure.carbon)
+    except SpecError as err:  # `measure.carbon.<key>: <reason>`
+        raise ExperimentError(f"{where}: {_one_line(err)}") from None
 
 
 def _check_price(experiment: Experiment, where: str) -> None:
@@ -286,11 +265,8 @@ def _check_price(experiment: Experiment, where: str) -> None:
 
     try:
         price_from_spec(experiment.measure.price)
-    except ExperimentError as err:
-        message = _one_line(err).removeprefix("price: ")
-        key = next((k for phrase, k in _PRICE_KEYS if phrase in message), None)
-        path = "measure.price" + (f".{key}" if key else "")
-        raise ExperimentError(f"{where}: {path}: {message}") from None
+    except SpecError as err:  # `measure.price.<key>: <reason>`
+        raise ExperimentError(f"{where}: {_one_line(err)}") from None
 
 
 def _check_plan(experiment: Experiment, where: str) -> None:

@@ -13,9 +13,10 @@ from typing import Any
 from basht.bench.lifecycle import BestTrial, RunContext, SystemUnderTest
 from basht.bench.measurement import start_exporter, start_monitor
 from basht.bench.timing import Timing, timed
+from basht.energy.billing import operating_cost_usd
 from basht.errors import BashtError, RunInterrupted
 from basht.experiment import DERIVED_KEYS, Experiment, SearchSpec
-from basht.metrics import compute_metrics, operating_cost_usd
+from basht.metrics import compute_metrics
 from basht.report.paths import path_problem
 from basht.report.results import build_summary, write_results_json
 from basht.store import Store
@@ -82,12 +83,15 @@ def run_benchmark(
     on_update: Callable[[Any], None] | None = None,
     on_phase: Callable[[Timing], None] | None = None,
     system_factory: Callable[[RunContext], SystemUnderTest] | None = None,
+    on_stored: Callable[[str, str], None] | None = None,
 ) -> RunResult:
     """Run the whole Basht lifecycle for one experiment and return its result.
 
     Phases run in order; the first failure skips the rest but undeploy, which always runs (also
     on Ctrl-C). Every phase timing, trial and metric is written to the store as it happens.
     `system_factory` benchmarks a system under test of the caller's own instead of `system:`.
+    `on_stored` is told the run's id and status once its records are final, before results.json
+    is written (the CLI starts drawing the plots of a completed run then).
     A file that would fail for a reason `preflight` can see fails first, with nothing stored.
     """
     from basht.bench.preflight import preflight
@@ -103,14 +107,16 @@ def run_benchmark(
         experiment_id, experiment.name, experiment.system, experiment.executor, Path(results_root)
     )
     ctx = RunContext(experiment, store, run.id, Path(run.results_dir), on_update)
-    return _execute(ctx, attempt=1, on_phase=on_phase, system_factory=system_factory)
+    return _execute(
+        ctx, attempt=1, on_phase=on_phase, system_factory=system_factory, on_stored=on_stored
+    )
 
 
 def last_attempt(store: Store, run_id: str) -> int:
     """The latest attempt any record of the run names (0 if none). A phase is stored when it
     ends, so a driver killed during deploy left none, but may have launched a plan's instances
     or joined Ray nodes: a resumed attempt must not take their attempt's number."""
-    from basht.metrics import ray_nodes
+    from basht.energy.billing import ray_nodes
 
     attempts = [p.attempt for p in store.phases(run_id)]
     attempts += [row.attempt for row in store.instances(run_id)]
@@ -134,9 +140,11 @@ def resume_benchmark(
     *,
     on_update: Callable[[Any], None] | None = None,
     on_phase: Callable[[Timing], None] | None = None,
+    on_stored: Callable[[str, str], None] | None = None,
 ) -> RunResult:
     """Continue an interrupted or failed run: finished trials stay, the algorithm is replayed from
-    its decision log, trials that were running start again (from their last pause if any)."""
+    its decision log, trials that were running start again (from their last pause if any).
+    `on_stored` as for `run_benchmark`."""
     store = Store(store_url, create=False)
     run = store.get_run(run_id)
     if run.status == "completed":
@@ -160,7 +168,7 @@ def resume_benchmark(
     attempt = 1 + last_attempt(store, run.id)
     store.update_run(run.id, status="running", error=None, ended_at=None)
     ctx = RunContext(experiment, store, run.id, Path(run.results_dir), on_update, resume=True)
-    return _execute(ctx, attempt=attempt, on_phase=on_phase)
+    return _execute(ctx, attempt=attempt, on_phase=on_phase, on_stored=on_stored)
 
 
 def _execute(
@@ -169,6 +177,7 @@ def _execute(
     attempt: int,
     on_phase: Callable[[Timing], None] | None = None,
     system_factory: Callable[[RunContext], SystemUnderTest] | None = None,
+    on_stored: Callable[[str, str], None] | None = None,
 ) -> RunResult:
     store, run_id, results_dir = ctx.store, ctx.run_id, ctx.results_dir
     ctx.attempt = attempt
@@ -250,6 +259,8 @@ def _execute(
                 _metrics_so_far(store, run_id, ctx.experiment)
                 _best_so_far(ctx)
             store.finish_run(run_id, status, error)
+            if on_stored is not None:
+                _tell_stored(on_stored, run_id, status)
             summary = build_summary(store, run_id)
             try:
                 write_results_json(summary, results_dir)
@@ -258,6 +269,14 @@ def _execute(
                     log.error("results.json not written to %s: %s", results_dir, err.strerror)
             store.close()
     return _result(summary, results_dir)
+
+
+def _tell_stored(on_stored: Callable[[str, str], None], run_id: str, status: str) -> None:
+    """`on_stored`, which must not hide the run's own outcome behind an error of its own."""
+    try:
+        on_stored(run_id, status)
+    except Exception as err:
+        log.error("after storing run %s: %s", run_id, err)
 
 
 def _bill_to_undeploy(

@@ -8,6 +8,13 @@ from basht._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from basht.energy.base import EnergySource, EnergyUnavailable, Reading
+    from basht.energy.billing import (
+        allocated_share,
+        billed_seconds,
+        billed_usd,
+        job_cost_usd,
+        trial_cost_usd,
+    )
     from basht.energy.carbon import (
         CarbonIntensity,
         CarbonIntensityError,
@@ -26,13 +33,9 @@ if TYPE_CHECKING:
         BillingRule,
         Price,
         PriceError,
-        allocated_share,
-        billed_seconds,
-        job_cost_usd,
         lookup_price,
         price_from_spec,
         price_sheet,
-        trial_cost_usd,
     )
     from basht.energy.prometheus import PrometheusClient, PrometheusSource
     from basht.energy.rapl import RaplSource
@@ -63,6 +66,7 @@ __all__ = [
     "TimeSeriesIntensity",
     "allocated_share",
     "billed_seconds",
+    "billed_usd",
     "emissions_g",
     "intensity_from_spec",
     "job_cost_usd",

@@ -16,14 +16,17 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from basht.errors import ExperimentError
+from basht.errors import SpecError
+
+if TYPE_CHECKING:
+    from basht.experiment import CarbonSpec
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +37,13 @@ J_PER_KWH = 3.6e6  # 1 kWh = 3.6 MJ, exact by definition
 # `carbonIntensity` (gCO2eq/kWh, lifecycle by default) and `datetime` (ISO 8601, hour of the value).
 ELECTRICITYMAPS_BASE_URL = "https://api.electricitymap.org/v3"
 ELECTRICITYMAPS_TOKEN_ENV = "ELECTRICITYMAPS_TOKEN"
-CARBON_SPEC_KEYS = frozenset({"region", "g_per_kwh", "csv", "electricitymaps_token"})
+#: Where the experiment file gives its carbon intensity: the key path its errors name.
+CARBON_PATH = "measure.carbon"
 
 
-class CarbonIntensityError(ExperimentError):
-    """A carbon zone, value or time-series file that cannot be used; the message names which."""
+class CarbonIntensityError(SpecError):
+    """A carbon zone, value or time-series file that cannot be used; the message names which,
+    and `key` the key path it is at, where one is known."""
 
 
 class CarbonIntensity(ABC):
@@ -64,10 +69,10 @@ class CarbonIntensity(ABC):
 
 def _check_g_per_kwh(value: float, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise CarbonIntensityError(f"{what}: g_per_kwh must be a number, got {value!r}")
+        raise CarbonIntensityError(f"g_per_kwh must be a number, got {value!r}", what)
     value = float(value)
     if not math.isfinite(value) or value < 0:
-        raise CarbonIntensityError(f"{what}: g_per_kwh must be a finite number >= 0, got {value!r}")
+        raise CarbonIntensityError(f"g_per_kwh must be a finite number >= 0, got {value!r}", what)
     return value
 
 
@@ -185,7 +190,7 @@ class TableIntensity(CarbonIntensity):
                 else "give an ISO 3166 country code (DE or DEU), a US state (US-VA), a cloud "
                 "region (aws:eu-central-1, gcp:europe-west3, azure:westeurope) or world"
             )
-            raise CarbonIntensityError(f"carbon: unknown zone {zone!r}; {tail}")
+            raise CarbonIntensityError(f"unknown zone {zone!r}; {tail}", "carbon")
         return cls(row, asked_as=zone.strip())
 
     def g_per_kwh(self, at: float) -> float:
@@ -345,7 +350,7 @@ class ElectricityMapsIntensity(CarbonIntensity):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not token:
-            raise CarbonIntensityError("carbon: an Electricity Maps token is empty")
+            raise CarbonIntensityError("an Electricity Maps token is empty", "carbon")
         self.zone = zone.strip()
         self.fallback = fallback if fallback is not None else _fallback_for(self.zone)
         self._token = token
@@ -441,14 +446,10 @@ class ElectricityMapsIntensity(CarbonIntensity):
         return f"ElectricityMapsIntensity({self.zone!r}, base_url={self.base_url!r})"
 
 
-def _spec_get(spec: Any, key: str) -> Any:
-    return spec.get(key) if isinstance(spec, Mapping) else getattr(spec, key, None)
+def intensity_from_spec(spec: CarbonSpec) -> CarbonIntensity:
+    """Build the intensity the experiment's `measure.carbon` block asks for (the schema has
+    checked that it gives exactly one of these); an error names its key under `measure.carbon`.
 
-
-def intensity_from_spec(carbon_spec: Any) -> CarbonIntensity:
-    """Build the intensity the experiment's `measure.carbon` block asks for.
-
-    Precedence, first present key wins:
     1. `g_per_kwh`: a fixed figure (`StaticIntensity`), the reproducible choice;
     2. `csv`: a recorded `timestamp,g_per_kwh` series (`TimeSeriesIntensity`);
     3. `region` with an Electricity Maps token (`electricitymaps_token`, else the environment
@@ -458,25 +459,27 @@ def intensity_from_spec(carbon_spec: Any) -> CarbonIntensity:
     country); a region the table lacks but Electricity Maps knows (`US-CAL-CISO`) is sent as it is,
     with its country's table value as fallback.
     """
-    if isinstance(carbon_spec, Mapping):
-        unknown = sorted(set(carbon_spec) - CARBON_SPEC_KEYS)
-        if unknown:
-            raise CarbonIntensityError(
-                f"carbon: unknown key {unknown[0]!r}; expected {', '.join(sorted(CARBON_SPEC_KEYS))}"
-            )
-    g_per_kwh = _spec_get(carbon_spec, "g_per_kwh")
-    if g_per_kwh is not None:
-        return StaticIntensity(g_per_kwh)
-    csv_path = _spec_get(carbon_spec, "csv")
-    if csv_path is not None:
-        return TimeSeriesIntensity.from_csv(csv_path)
-    region = _spec_get(carbon_spec, "region")
-    if region is None or not str(region).strip():
-        raise CarbonIntensityError("carbon: give region, g_per_kwh or csv")
-    region = str(region).strip()
-    token = _spec_get(carbon_spec, "electricitymaps_token") or os.environ.get(
-        ELECTRICITYMAPS_TOKEN_ENV, ""
-    )
+    key = next((k for k in ("g_per_kwh", "csv", "region") if getattr(spec, k) is not None), None)
+    try:
+        return _intensity(spec)
+    except CarbonIntensityError as err:
+        raise CarbonIntensityError(
+            err.reason, f"{CARBON_PATH}.{key}" if key else CARBON_PATH
+        ) from None
+
+
+def _intensity(spec: CarbonSpec) -> CarbonIntensity:
+    """The intensity of the spec's one key; its errors name no key path (the caller's does)."""
+    if spec.g_per_kwh is not None:
+        return StaticIntensity(spec.g_per_kwh)
+    if spec.csv is not None:
+        return TimeSeriesIntensity.from_csv(spec.csv)
+    region = (spec.region or "").strip()
+    if not region:  # the schema lets a blank one through
+        raise CarbonIntensityError(
+            "expected a zone, such as DE, DEU, US-VA, aws:eu-central-1 or world"
+        )
+    token = spec.electricitymaps_token or os.environ.get(ELECTRICITYMAPS_TOKEN_ENV, "")
     if not token:
         return TableIntensity.for_zone(region)
     fallback = _fallback_for(region)

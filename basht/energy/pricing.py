@@ -1,4 +1,9 @@
-"""Cloud prices and billing rules: the billed cost of a job (OC) and a trial's share of an instance."""
+"""Cloud prices: an instance type's price per hour, its size, and the rule its provider bills by.
+
+Where a `Price` comes from: the shipped price sheet, the experiment file's `measure.price`, or a
+plan's instance type. What a price comes to over time (a job's, a cluster's, a trial's bill) is
+`basht.energy.billing`.
+"""
 
 from __future__ import annotations
 
@@ -7,28 +12,28 @@ import difflib
 import logging
 import math
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from basht.errors import ExperimentError
+from basht.errors import SpecError
+
+if TYPE_CHECKING:
+    from basht.experiment import PlanPriceSpec, PriceSpec
 
 log = logging.getLogger(__name__)
 
 PRICES_PATH = Path(__file__).with_name("data") / "prices.csv"
-S_PER_HOUR = 3600.0
-# A runtime within this many increments above a boundary is not billed one more increment: it is
-# float noise from summing timestamps, not a second the provider saw.
-ROUNDING_SLACK = 1e-9
-PRICE_SPEC_KEYS = frozenset(
-    {"usd_per_hour", "provider", "instance", "region", "vcpus", "gpus", "memory_gib"}
-)
+#: Where the experiment file gives its price: the key path its errors name.
+PRICE_PATH = "measure.price"
 
 
-class PriceError(ExperimentError):
-    """A price, provider or instance that cannot be used; the message names which."""
+class PriceError(SpecError):
+    """A price, provider or instance that cannot be used; `key` is the key path it is at."""
+
+    def __init__(self, reason: str, key: str | None = "price") -> None:
+        super().__init__(reason, key)
 
 
 @dataclass(frozen=True)
@@ -68,14 +73,6 @@ BILLING_RULES: dict[str, BillingRule] = {"aws": AWS_LINUX, "gcp": GCP, "azure": 
 DEFAULT_REGIONS: dict[str, str] = {"aws": "us-east-1", "gcp": "us-central1", "azure": "eastus"}
 
 
-def billed_seconds(runtime_s: float, rule: BillingRule) -> float:
-    """Seconds a provider bills for `runtime_s`: max(minimum, ceil(runtime / increment) x increment)."""
-    if not math.isfinite(runtime_s) or runtime_s < 0:
-        raise ValueError(f"runtime_s must be a finite number >= 0, got {runtime_s!r}")
-    steps = math.ceil(runtime_s / rule.increment_s - ROUNDING_SLACK)
-    return max(rule.minimum_s, max(steps, 0) * rule.increment_s)
-
-
 @dataclass(frozen=True)
 class Price:
     """An instance's on-demand price, its size (for shares), and how it is billed."""
@@ -94,15 +91,13 @@ class Price:
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.usd_per_hour) and self.usd_per_hour >= 0):
-            raise PriceError(
-                f"price: usd_per_hour must be a number >= 0, got {self.usd_per_hour!r}"
-            )
+            raise PriceError(f"usd_per_hour must be a number >= 0, got {self.usd_per_hour!r}")
         if self.vcpus < 1:
-            raise PriceError(f"price: vcpus must be >= 1, got {self.vcpus!r}")
+            raise PriceError(f"vcpus must be >= 1, got {self.vcpus!r}")
         if self.gpus < 0:
-            raise PriceError(f"price: gpus must be >= 0, got {self.gpus!r}")
+            raise PriceError(f"gpus must be >= 0, got {self.gpus!r}")
         if self.memory_gib is not None and not self.memory_gib > 0:
-            raise PriceError(f"price: memory_gib must be > 0, got {self.memory_gib!r}")
+            raise PriceError(f"memory_gib must be > 0, got {self.memory_gib!r}")
 
     def describe(self) -> str:
         """One line for provenance in results."""
@@ -112,29 +107,6 @@ class Price:
         where = f" in {self.region}" if self.region else ""
         when = f", snapshot {self.snapshot_date}" if self.snapshot_date else ""
         return f"{what}{where}: {self.usd_per_hour:g} USD/h, billed {self.rule.name} ({self.source}{when})"
-
-
-def job_cost_usd(price: Price, runtime_s: float) -> float:
-    """Billed cost of keeping the instance for `runtime_s` (OC), the provider's rounding applied."""
-    return price.usd_per_hour * billed_seconds(runtime_s, price.rule) / S_PER_HOUR
-
-
-def allocated_share(price: Price, cpus: float, gpus: float = 0) -> float:
-    """The share of the instance a trial holds: GPUs on a GPU instance, else vCPUs; at most 1."""
-    if cpus < 0 or gpus < 0:
-        raise ValueError(f"cpus and gpus must be >= 0, got cpus={cpus!r} gpus={gpus!r}")
-    share = gpus / price.gpus if price.gpus > 0 and gpus > 0 else cpus / price.vcpus
-    return min(share, 1.0)
-
-
-def trial_cost_usd(price: Price, duration_s: float, cpus: float, gpus: float = 0) -> float:
-    """A trial's share of the instance's price over `duration_s`; not rounded to billing steps.
-
-    Billing applies to the instance (see `job_cost_usd`); what no trial holds is idle cost.
-    """
-    if not math.isfinite(duration_s) or duration_s < 0:
-        raise ValueError(f"duration_s must be a finite number >= 0, got {duration_s!r}")
-    return price.usd_per_hour * duration_s / S_PER_HOUR * allocated_share(price, cpus, gpus)
 
 
 def _positive(text: str, kind: type, what: str) -> Any:
@@ -171,7 +143,7 @@ def _sheet(path: Path = PRICES_PATH) -> tuple[Price, ...]:
                 )
             )
         except (KeyError, ValueError, TypeError, AttributeError) as e:
-            raise PriceError(f"{path}:{n}: bad price row ({e})") from None
+            raise PriceError(f"{path}:{n}: bad price row ({e})", key=None) from None
     return tuple(prices)
 
 
@@ -180,12 +152,16 @@ def price_sheet() -> tuple[Price, ...]:
     return _sheet(PRICES_PATH)
 
 
-def lookup_price(provider: str, instance: str, region: str | None = None) -> Price:
-    """The sheet row for an instance (case-insensitive); `region` picks one when there are several."""
+def lookup_price(
+    provider: str, instance: str, region: str | None = None, at: str = "price"
+) -> Price:
+    """The sheet row for an instance (case-insensitive); `region` picks one when there are several.
+    An error names the key it is about under `at` (`measure.price` for the experiment file)."""
     provider = provider.strip().lower()
     if provider not in BILLING_RULES:
         raise PriceError(
-            f"price: unknown provider {provider!r}; expected one of {', '.join(BILLING_RULES)}"
+            f"unknown provider {provider!r}; expected one of {', '.join(BILLING_RULES)}",
+            f"{at}.provider",
         )
     rows = [p for p in price_sheet() if p.provider == provider]
     matches = [p for p in rows if (p.instance or "").lower() == instance.strip().lower()]
@@ -200,28 +176,28 @@ def lookup_price(provider: str, instance: str, region: str | None = None) -> Pri
         ]
         hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(names)}"
         raise PriceError(
-            f"price: instance {instance!r} is not in the {provider} price sheet; {hint} "
-            "(or give usd_per_hour)"
+            f"instance {instance!r} is not in the {provider} price sheet; {hint} "
+            "(or give usd_per_hour)",
+            f"{at}.instance",
         )
     if region is not None:
         chosen = [p for p in matches if (p.region or "").lower() == region.strip().lower()]
         if not chosen:
             have = ", ".join(sorted(p.region or "" for p in matches))
             raise PriceError(
-                f"price: no {provider} {instance} price for region {region!r}; the sheet has {have} "
-                "(or give usd_per_hour)"
+                f"no {provider} {instance} price for region {region!r}; the sheet has {have} "
+                "(or give usd_per_hour)",
+                f"{at}.region",
             )
         return chosen[0]
     default = [p for p in matches if p.region == DEFAULT_REGIONS[provider]]
     return (default or matches)[0]
 
 
-def _spec_get(spec: Any, key: str) -> Any:
-    return spec.get(key) if isinstance(spec, Mapping) else getattr(spec, key, None)
-
-
-def price_from_spec(price_spec: Any) -> Price:
-    """Build the `Price` the experiment's `measure.price` block asks for.
+def price_from_spec(spec: PriceSpec) -> Price:
+    """Build the `Price` the experiment's `measure.price` block asks for (the schema has checked
+    its keys and values; what is left is what only the price sheet knows, and its errors name
+    their key under `measure.price`).
 
     - `{usd_per_hour: X}`: the user's price, billed per second with no minimum; `vcpus` (default:
       this machine's `os.cpu_count()`), `gpus` (default 0) and `memory_gib` size the shares.
@@ -229,65 +205,56 @@ def price_from_spec(price_spec: Any) -> Price:
     - both: the sheet row's size and the provider's rule, at the user's `usd_per_hour`.
     - `{provider, usd_per_hour}`: the user's price, billed by the provider's rule.
     """
-    if isinstance(price_spec, Mapping):
-        unknown = sorted(set(price_spec) - PRICE_SPEC_KEYS)
-        if unknown:
-            raise PriceError(
-                f"price: unknown key {unknown[0]!r}; expected {', '.join(sorted(PRICE_SPEC_KEYS))}"
-            )
-    usd_per_hour = _spec_get(price_spec, "usd_per_hour")
-    provider = _spec_get(price_spec, "provider")
-    instance = _spec_get(price_spec, "instance")
-    sizes = {
-        k: v for k in ("vcpus", "gpus", "memory_gib") if (v := _spec_get(price_spec, k)) is not None
-    }
-    for key, value in sizes.items():
-        kinds = (int, float) if key == "memory_gib" else (int,)
-        if isinstance(value, bool) or not isinstance(value, kinds):
-            kind = "a number" if key == "memory_gib" else "a whole number"
-            raise PriceError(f"price: {key} must be {kind}, got {value!r}")
-    if usd_per_hour is not None and (
-        isinstance(usd_per_hour, bool)
-        or not isinstance(usd_per_hour, int | float)
-        or not (math.isfinite(usd_per_hour) and usd_per_hour >= 0)
-    ):
-        raise PriceError(f"price: usd_per_hour must be a number >= 0, got {usd_per_hour!r}")
-    if instance is not None:
-        if provider is None:
-            raise PriceError(f"price: instance {instance!r} needs a provider (aws, gcp or azure)")
-        region = _spec_get(price_spec, "region")
+    sizes = {k: v for k in ("vcpus", "gpus", "memory_gib") if (v := getattr(spec, k)) is not None}
+    if spec.instance is not None and spec.provider is not None:
         try:
-            price = lookup_price(str(provider), str(instance), region)
+            price = lookup_price(spec.provider, spec.instance, spec.region, at=PRICE_PATH)
         except PriceError:
-            if usd_per_hour is None or region is None:
+            if spec.usd_per_hour is None or spec.region is None:
                 raise
             # The user's price for a region the sheet lacks (as its message suggests): a type is
             # the same size in every region, so any row of it sizes the shares.
-            price = replace(lookup_price(str(provider), str(instance)), region=str(region))
-        if usd_per_hour is not None:
+            price = replace(
+                lookup_price(spec.provider, spec.instance, at=PRICE_PATH), region=spec.region
+            )
+        if spec.usd_per_hour is not None:
             price = replace(
                 price,
-                usd_per_hour=float(usd_per_hour),
+                usd_per_hour=float(spec.usd_per_hour),
                 source="experiment file usd_per_hour; size from the price sheet",
                 snapshot_date=None,
             )
         return replace(price, **sizes) if sizes else price
-    if usd_per_hour is None:
-        raise PriceError("price: give usd_per_hour, or provider and instance")
-    rule = PER_SECOND
-    if provider is not None:
-        key = str(provider).strip().lower()
-        if key not in BILLING_RULES:
+    if spec.usd_per_hour is None:  # PriceSpec refuses this; a spec built without validating
+        raise PriceError("give usd_per_hour, or provider and instance", PRICE_PATH)
+    rule, provider = PER_SECOND, None
+    if spec.provider is not None:
+        provider = spec.provider.strip().lower()
+        if provider not in BILLING_RULES:
             raise PriceError(
-                f"price: unknown provider {provider!r}; expected one of {', '.join(BILLING_RULES)}"
+                f"unknown provider {spec.provider!r}; expected one of {', '.join(BILLING_RULES)}",
+                f"{PRICE_PATH}.provider",
             )
-        rule, provider = BILLING_RULES[key], key
+        rule = BILLING_RULES[provider]
     return Price(
-        usd_per_hour=float(usd_per_hour),
+        usd_per_hour=float(spec.usd_per_hour),
         vcpus=sizes["vcpus"] if "vcpus" in sizes else (os.cpu_count() or 1),
         gpus=sizes.get("gpus", 0),
         memory_gib=sizes.get("memory_gib"),
         rule=rule,
         provider=provider,
-        region=_spec_get(price_spec, "region"),
+        region=spec.region,
+    )
+
+
+def plan_price(spec: PlanPriceSpec) -> Price:
+    """The plan's instance type as a `Price`: what its elastic cluster is billed at."""
+    return Price(
+        usd_per_hour=spec.usd_per_hour,
+        vcpus=spec.vcpus,
+        gpus=spec.gpus,
+        rule=BillingRule(spec.increment_s, spec.minimum_s, spec.rule),
+        provider=spec.provider,
+        instance=spec.instance,
+        source="the plan's instance type",
     )

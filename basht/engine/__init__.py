@@ -1,4 +1,5 @@
-"""Running trials on resources: the executors and the messages they exchange with the driver."""
+"""Running trials on resources: the `Executor` contract, the executors (local processes, a
+virtual clock, Ray in `engine.ray`) and the messages they exchange with the driver."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import TYPE_CHECKING
 from basht._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from basht.engine.base import Executor
     from basht.engine.local import LocalExecutor
     from basht.engine.messages import (
         COMPLETE,
@@ -17,7 +19,7 @@ if TYPE_CHECKING:
         TrialTask,
         WorkloadRef,
     )
-    from basht.engine.ray_executor import RayExecutor
+    from basht.engine.ray.executor import RayExecutor
     from basht.engine.recorded import RecordedCurves
     from basht.engine.simulated import (
         FunctionCurve,
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "COMPLETE",
     "CONTINUE",
+    "Executor",
     "FunctionCurve",
     "LearningCurve",
     "LocalExecutor",

@@ -14,14 +14,20 @@ from dataclasses import dataclass, field, replace
 from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from basht.engine.base import Executor
 from basht.engine.devices import Placement, check_share, gpu_widths, place
 from basht.engine.messages import CONTINUE, TrialEvent, TrialTask, WorkloadRef, await_test
 from basht.engine.packing import TrialLoad, fluid_widths
 from basht.engine.threads import thread_env
 from basht.engine.worker import worker_main
 from basht.errors import BashtError
+from basht.states import EventKind
+from basht.workloads import is_function_workload, resolve_workload
+
+if TYPE_CHECKING:
+    from basht.energy.monitor import EnergyMonitor
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +130,7 @@ class _Slot:
     task: TrialTask | None = None
 
 
-class LocalExecutor:
+class LocalExecutor(Executor):
     """Runs trials in `workers` processes, each held to `threads` threads.
 
     Processes are started once (deploy) and reused for every trial, so a trial pays no interpreter
@@ -237,7 +243,13 @@ class LocalExecutor:
     def setup(self, ref: WorkloadRef) -> None:
         """Hand the workload to every worker; each imports it and prepares its data once."""
         self._setup_ref = ref
+        # A trial that cannot checkpoint (a plain function) cannot move to other devices.
+        self.resizable = not is_function_workload(resolve_workload(ref.name))
         self._set_up(self._slots, ref)
+
+    def attach_monitor(self, monitor: EnergyMonitor) -> None:
+        """GPU energy goes to the trials that hold each device: the monitor hears each placement."""
+        self.on_place = monitor.place
 
     def _set_up(self, slots: Sequence[_Slot], ref: WorkloadRef) -> None:
         for slot in slots:
@@ -473,13 +485,13 @@ class LocalExecutor:
         load = self._loads.get(event.trial_id)
         if load is None:
             return
-        if event.kind == "report":
+        if event.kind == EventKind.REPORT:
             load.epoch = event.epoch
             load.epoch_s[load.width] = event.train_s + event.validate_s
             one = load.epoch_s.get(1)
             if one and load.width != 1:
                 self._speedups.setdefault(load.width, []).append(one / load.epoch_s[load.width])
-        elif event.kind != "loaded":
+        elif event.kind != EventKind.LOADED:
             del self._loads[event.trial_id]
             self._replan()
 
@@ -513,7 +525,7 @@ class LocalExecutor:
         try:
             while slot.conn.poll():
                 event = slot.conn.recv()
-                if event.kind not in ("loaded", "report"):
+                if event.kind not in (EventKind.LOADED, EventKind.REPORT):
                     slot.trial_id, slot.task = None, None
                 if self._loads:
                     self._observe(event)
@@ -532,7 +544,7 @@ class LocalExecutor:
         if slot.trial_id is not None:
             events.append(
                 TrialEvent(
-                    "failed",
+                    EventKind.FAILED,
                     slot.trial_id,
                     slot.index,
                     at=time.time(),

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from basht.errors import BashtError
+from basht.states import Command, EventKind
 from basht.workloads.base import WorkloadRef
 
 
@@ -30,9 +31,9 @@ class TrialTask:
 
 @dataclass(slots=True)  # treated as immutable; see TrialTask
 class TrialEvent:
-    """What a worker tells the driver. `kind` is one of the EVENT_KINDS."""
+    """What a worker tells the driver: `kind` says what happened (see `EventKind`)."""
 
-    kind: str
+    kind: EventKind
     trial_id: int
     worker: int
     epoch: int = 0
@@ -45,12 +46,8 @@ class TrialEvent:
     at: float = 0.0
 
 
-#: loaded: model and data ready; report: one epoch done, the worker waits for a command;
-#: paused/stopped/completed/failed: the trial left the worker; tested: the test phase's result.
-EVENT_KINDS = ("loaded", "report", "paused", "stopped", "completed", "failed", "tested")
-
-# Commands the driver sends after a report.
-CONTINUE, STOP, PAUSE, COMPLETE = "continue", "stop", "pause", "complete"
+# The commands the driver sends after a report, by their short names.
+CONTINUE, STOP, PAUSE, COMPLETE = Command.CONTINUE, Command.STOP, Command.PAUSE, Command.COMPLETE
 
 
 def await_test(
@@ -61,7 +58,7 @@ def await_test(
     while True:
         remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
         for event in poll(remaining):
-            if event.trial_id == trial_id and event.kind in ("tested", "failed"):
+            if event.trial_id == trial_id and event.kind in (EventKind.TESTED, EventKind.FAILED):
                 return event
         if deadline is not None and time.monotonic() >= deadline:
             raise BashtError(f"the test phase did not finish within {timeout_s} s")

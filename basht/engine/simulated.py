@@ -14,12 +14,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from basht.engine.messages import COMPLETE, CONTINUE, PAUSE, STOP, TrialEvent, TrialTask
+from basht.engine.base import Executor
+from basht.engine.messages import CONTINUE, TrialEvent, TrialTask
 from basht.engine.packing import TrialLoad, fifo_widths, fluid_widths
 from basht.errors import BashtError
+from basht.states import Command, EventKind
 
 _MASK64 = (1 << 64) - 1
-_ENDINGS = {STOP: "stopped", PAUSE: "paused", COMPLETE: "completed"}
+_LOADED, _REPORT = EventKind.LOADED, EventKind.REPORT  # bound once: a simulation makes 1e6
 try:  # the C function behind NormalDist().inv_cdf: the same quantile without a method call
     from statistics import _normal_dist_inv_cdf as _normal_quantile
 except ImportError:  # pragma: no cover - other Pythons
@@ -196,7 +198,7 @@ class SyntheticCurve:
         return value, seconds * jitter
 
 
-class SimulatedExecutor:
+class SimulatedExecutor(Executor):
     """Runs trials on `workers` virtual workers against a virtual clock, in no real time.
 
     It behaves towards the Tuner like `LocalExecutor`: a submitted trial emits "loaded", then one
@@ -325,14 +327,14 @@ class SimulatedExecutor:
             self._replan()
             seconds = self._at_width(trial_id, task.config, seconds)
         if self.load_s:
-            self._schedule(start, ("loaded", trial_id, epoch - 1, self.load_s, None))
+            self._schedule(start, (_LOADED, trial_id, epoch - 1, self.load_s, None))
         else:  # due now: delivered with the next poll, without a trip through the calendar
             self._ready.append(
                 TrialEvent(
-                    "loaded", trial_id, worker, epoch - 1, {}, 0.0, 0.0, 0.0, None, None, start
+                    _LOADED, trial_id, worker, epoch - 1, {}, 0.0, 0.0, 0.0, None, None, start
                 )
             )
-        at, item = start + seconds, ("report", trial_id, epoch, value, seconds)
+        at, item = start + seconds, (_REPORT, trial_id, epoch, value, seconds)
         self._schedule(at, item)
         return worker
 
@@ -350,12 +352,13 @@ class SimulatedExecutor:
             if self.scheduler is not None:
                 self._epoch_s[trial_id] = seconds
                 seconds = self._at_width(trial_id, state[1], seconds)
-            at, item = self._now + seconds, ("report", trial_id, epoch, value, seconds)
+            at, item = self._now + seconds, (_REPORT, trial_id, epoch, value, seconds)
             self._schedule(at, item)
         else:
-            kind = _ENDINGS.get(command)
-            if kind is None:
-                raise ValueError(f"unknown command {command!r}")
+            try:
+                kind = Command(command).ending
+            except (ValueError, KeyError):
+                raise ValueError(f"unknown command {command!r}") from None
             self._ready.append((kind, trial_id, state[2], path))
 
     def _at_width(self, trial_id: int, config: dict[str, Any], seconds: float) -> float:
@@ -406,7 +409,7 @@ class SimulatedExecutor:
         trace, maximize, best = self.trace, self._maximize, self.best
         for kind, trial_id, epoch, number, extra in self._due.pop(at):
             state = trials[trial_id]
-            if kind == "report":
+            if kind is _REPORT:
                 state[3] = True
                 events.append(
                     TrialEvent(

@@ -15,16 +15,9 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from basht.engine.messages import (
-    COMPLETE,
-    CONTINUE,
-    PAUSE,
-    STOP,
-    TrialEvent,
-    TrialTask,
-    WorkloadRef,
-)
+from basht.engine.messages import COMPLETE, CONTINUE, PAUSE, TrialEvent, TrialTask, WorkloadRef
 from basht.engine.threads import limit_threads
+from basht.states import Command, EventKind
 from basht.workloads import Resources, StopTrial, is_function_workload, resolve_workload
 
 
@@ -129,7 +122,7 @@ class _Worker:
         self.index, self.conn, self.threads = index, conn, threads
         self._segment: tuple[str, float] = ("load_s", time.perf_counter())
 
-    def _send(self, kind: str, task: TrialTask, **fields: Any) -> None:
+    def _send(self, kind: EventKind, task: TrialTask, **fields: Any) -> None:
         self.conn.send(TrialEvent(kind, task.trial_id, self.index, at=time.time(), **fields))
 
     def _resources(self, task: TrialTask) -> Resources:
@@ -163,7 +156,7 @@ class _Worker:
         workload = build_workload(task.workload)
         workload.load(task.config, self._resources(task))
         workload.load_state_dict(state)
-        self._send("loaded", task, load_s=time.perf_counter() - start, epoch=epoch)
+        self._send(EventKind.LOADED, task, load_s=time.perf_counter() - start, epoch=epoch)
         return workload, task
 
     def setup(self, ref: WorkloadRef) -> str | None:
@@ -190,7 +183,9 @@ class _Worker:
                 self._run_class(task)
         except Exception as err:
             kind, start = self._segment
-            self._send("failed", task, error=_reason(err), **{kind: time.perf_counter() - start})
+            self._send(
+                EventKind.FAILED, task, error=_reason(err), **{kind: time.perf_counter() - start}
+            )
 
     def _run_class(self, task: TrialTask) -> None:
         start = time.perf_counter()
@@ -198,7 +193,9 @@ class _Worker:
         workload.load(task.config, self._resources(task))
         if task.resume_from:
             workload.load_state_dict(load_state(task.resume_from))
-        self._send("loaded", task, load_s=time.perf_counter() - start, epoch=task.start_epoch)
+        self._send(
+            EventKind.LOADED, task, load_s=time.perf_counter() - start, epoch=task.start_epoch
+        )
         epoch = task.start_epoch
         while True:
             start = time.perf_counter()
@@ -209,7 +206,7 @@ class _Worker:
             validate_s = time.perf_counter() - start - train_s
             epoch += 1
             self._send(
-                "report",
+                EventKind.REPORT,
                 task,
                 epoch=epoch,
                 metrics=_floats(metrics),
@@ -230,8 +227,7 @@ class _Worker:
                 continue
             if command in (PAUSE, COMPLETE) and path:
                 save_state(workload.state_dict(), path)
-            kind = {STOP: "stopped", PAUSE: "paused", COMPLETE: "completed"}[command]
-            self._send(kind, task, epoch=epoch, path=path)
+            self._send(Command(command).ending, task, epoch=epoch, path=path)
             return
 
     def _run_function(self, objective: Any, task: TrialTask) -> None:
@@ -256,7 +252,7 @@ class _Worker:
                 train_s = time.perf_counter() - start
             metrics = workload.test()
             self._send(
-                "tested",
+                EventKind.TESTED,
                 task,
                 epoch=budget,
                 metrics=_floats(metrics),
@@ -264,7 +260,7 @@ class _Worker:
                 train_s=train_s,
             )
         except Exception as err:
-            self._send("failed", task, error=_reason(err))
+            self._send(EventKind.FAILED, task, error=_reason(err))
 
 
 class _FunctionReporter:
@@ -275,7 +271,7 @@ class _FunctionReporter:
         self.config = dict(task.config)
         self.budget = task.target_budget
         self.epoch = task.start_epoch
-        self.outcome = "completed"
+        self.outcome = EventKind.COMPLETED
         self._ended = False  # the tuner ended the trial at a report
         self._last = time.perf_counter()
         worker._segment = ("train_s", self._last)  # a function's time is all training
@@ -288,7 +284,7 @@ class _FunctionReporter:
         now = time.perf_counter()
         self.epoch = int(step)
         self.worker._send(
-            "report",
+            EventKind.REPORT,
             self.task,
             epoch=self.epoch,
             metrics=_floats(metrics),
@@ -302,7 +298,7 @@ class _FunctionReporter:
                 limit_threads(rest[0])  # Fluid: a new thread count from the next step on
             return
         # A function cannot be checkpointed: a paused one starts again from scratch if resumed.
-        self.outcome = {COMPLETE: "completed", PAUSE: "paused"}.get(command, "stopped")
+        self.outcome = Command(command).ending
         self._ended = True
         raise StopTrial(self.outcome)
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from basht._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from basht.plan.job import ShaJob, Stage
+    from basht.experiment import ShaJob, Stage  # the job a plan is for, as the file gives it
     from basht.plan.planner import (
         PlanResult,
         Replan,

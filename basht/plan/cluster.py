@@ -1,7 +1,7 @@
 """RubberBand's cluster manager: instances of one type, launched and released as a plan says.
 
 Every instance is billed for its whole life, from the request to its release, by the provider's
-rule (pricing.job_cost_usd), as the simulator bills it. At a barrier the cluster releases the
+rule (`basht.energy.billing`), as the simulator bills it. At a barrier the cluster releases the
 instances launched last (so the ones that have run longest, past any minimum, keep running) and
 requests new ones, which take real time to become ready.
 
@@ -20,13 +20,11 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from basht.energy.pricing import BillingRule, Price, job_cost_usd
+from basht.energy.billing import billed_usd
+from basht.energy.pricing import Price
 from basht.errors import BashtError
-
-if TYPE_CHECKING:
-    from basht.experiment import PlanPriceSpec
 
 #: The most worker processes the local provider starts per core of this machine.
 LOCAL_WORKERS_PER_CORE = 4
@@ -124,28 +122,6 @@ class LocalProvider:
             self.workers.remove_workers(workers, timeout_s=0.0)
         else:
             self.workers.remove_workers(workers)
-
-
-def plan_price(spec: PlanPriceSpec) -> Price:
-    """The plan's instance type as pricing's Price: what the cluster is billed at."""
-    return Price(
-        usd_per_hour=spec.usd_per_hour,
-        vcpus=spec.vcpus,
-        gpus=spec.gpus,
-        rule=BillingRule(spec.increment_s, spec.minimum_s, spec.rule),
-        provider=spec.provider,
-        instance=spec.instance,
-        source="the plan's instance type",
-    )
-
-
-def billed_usd(
-    price: Price, lifetimes_s: Sequence[float], data_usd_per_instance: float = 0.0
-) -> float:
-    """What the provider bills for instances that lived `lifetimes_s`, each by its rule, and
-    for the data moved onto each one launched."""
-    moved = data_usd_per_instance * len(lifetimes_s)
-    return sum(job_cost_usd(price, t) for t in lifetimes_s) + moved
 
 
 class Cluster:

@@ -26,27 +26,30 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from basht.energy.pricing import plan_price
+from basht.engine.base import Executor
 from basht.engine.local import LocalExecutor
 from basht.engine.messages import TrialEvent, TrialTask, WorkloadRef
 from basht.errors import BashtError
-from basht.plan.cluster import Cluster, Instance, LocalProvider, plan_price
-from basht.plan.job import ShaJob
+from basht.experiment import ShaJob
+from basht.plan.cluster import Cluster, Instance, LocalProvider
 from basht.plan.planner import Replan, default_max_instances, observed_speed, replan
 from basht.plan.profile import Profile
 from basht.plan.simulator import Layout, stage_layout
+from basht.states import ENDS_RUN, EventKind, TrialState
 
 if TYPE_CHECKING:
+    from basht.energy.monitor import EnergyMonitor
     from basht.experiment import PlanSpec
     from basht.store import StageRow, Store
 
 log = logging.getLogger(__name__)
 
-_ENDINGS = frozenset(("completed", "paused", "stopped", "failed"))
 #: How often the executor looks at instances still starting while it waits for events.
 STARTING_POLL_S = 0.1
 
 
-class PlanExecutor:
+class PlanExecutor(Executor):
     """Runs trials on the instances the plan gives each stage, with its GPUs per trial."""
 
     def __init__(
@@ -96,6 +99,10 @@ class PlanExecutor:
         self.resizable = True
         # Told the workers of each released instance (the energy monitor stops counting them).
         self.on_release: Callable[[tuple[int, ...]], None] | None = None
+
+    def attach_monitor(self, monitor: EnergyMonitor) -> None:
+        """A released instance's workers are no longer counted, idle or not."""
+        self.on_release = lambda workers: [monitor.leave(w) for w in workers]
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -177,7 +184,7 @@ class PlanExecutor:
         """Wait until every trial of this stage has ended (their pauses are being written)."""
         while self._placed:
             for event in self.local.poll(1.0):
-                if event.kind == "report":
+                if event.kind == EventKind.REPORT:
                     raise BashtError(
                         f"trial {event.trial_id} of stage {self.stage} still trains while the "
                         "next stage starts: the plan needs synchronous SHA (one bracket)"
@@ -258,13 +265,17 @@ class PlanExecutor:
         return worker
 
     def _forget(self, event: TrialEvent) -> None:
-        if event.kind == "report" and event.epoch >= self._behind.get(event.trial_id, event.epoch):
+        if event.kind == EventKind.REPORT and event.epoch >= self._behind.get(
+            event.trial_id, event.epoch
+        ):
             self._behind.pop(event.trial_id, None)  # caught up: what is left is its pause
-        if event.kind in _ENDINGS:
+        if event.kind in ENDS_RUN:
             self._behind.pop(event.trial_id, None)
             self._placed.pop(event.trial_id, None)
             started = self._started.pop(event.trial_id, None)
-            if started is not None and event.kind != "failed":  # a crash says nothing of speed
+            if (
+                started is not None and event.kind != EventKind.FAILED
+            ):  # a crash says nothing of speed
                 when, stage, gpus = started
                 self._trial_times.append((stage, gpus, self.clock() - when))
             if not self._placed:
@@ -324,7 +335,7 @@ class PlanExecutor:
         on the instance is free again (the trial says nothing of the stage's speed)."""
         worker = self._placed.get(trial_id, (-1, None))[0]
         self.local.abort(trial_id)
-        self._forget(TrialEvent("failed", trial_id, worker))
+        self._forget(TrialEvent(EventKind.FAILED, trial_id, worker))
 
     def poll(self, timeout_s: float | None = None) -> list[TrialEvent]:
         if self._pending:
@@ -395,7 +406,9 @@ def told_restarts(store: Store, run_id: str) -> dict[int, int]:
     told = {(d.trial, d.budget) for d in store.decisions(run_id) if d.op == "report"}
     return {
         t.number: t.target_budget
-        for t in store.trials(run_id, states=("running", "aborted", "pending"))
+        for t in store.trials(
+            run_id, states=(TrialState.RUNNING, TrialState.ABORTED, TrialState.PENDING)
+        )
         if t.target_budget is not None and (t.number, t.target_budget) in told
     }
 

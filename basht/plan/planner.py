@@ -30,7 +30,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from basht.errors import BashtError
-from basht.plan.job import ShaJob
+from basht.experiment import ShaJob
 from basht.plan.profile import Profile
 from basht.plan.simulator import Estimate, Layout, Plan, Simulator, stage_levels
 

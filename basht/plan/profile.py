@@ -362,7 +362,7 @@ def parse_instance(spec: Any) -> Price:
         if isinstance(spec, Mapping):
             return _instance_from_mapping(spec)
     except PriceError as err:
-        raise BashtError(f"instance: {str(err).removeprefix('price: ')}") from None
+        raise BashtError(f"instance: {err.reason}") from None
     raise BashtError(f"instance: expected provider:instance or a mapping, got {spec!r}")
 
 

@@ -30,6 +30,7 @@ from basht.errors import BashtError
 from basht.experiment import Experiment
 from basht.plan.cluster import LocalProvider
 from basht.plan.profile import Profile, parse_instance
+from basht.states import EventKind
 
 T = TypeVar("T")
 
@@ -208,7 +209,7 @@ def _train(
             seen = times.get(event.trial_id)
             if seen is None:
                 continue
-            if event.kind == "failed":
+            if event.kind == EventKind.FAILED:
                 raise BashtError(f"profile: the trial failed: {event.error}")
             if event.kind == "report":
                 seen.append(event.train_s + event.validate_s)
@@ -216,7 +217,7 @@ def _train(
                     local.command(event.trial_id, CONTINUE)
                 else:
                     local.command(event.trial_id, PAUSE, str(folder / f"{event.trial_id}.ckpt"))
-            elif event.kind == "paused":
+            elif event.kind == EventKind.PAUSED:
                 ended[event.trial_id] = time.perf_counter() - start
     if len(ended) < len(tasks):
         raise BashtError(

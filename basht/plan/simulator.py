@@ -34,9 +34,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from basht.energy.pricing import ROUNDING_SLACK, S_PER_HOUR
+from basht.energy.billing import billed_usd_per_run
 from basht.errors import BashtError
-from basht.plan.job import ShaJob, Stage
+from basht.experiment import ShaJob, Stage
 from basht.plan.profile import Profile
 
 Plan = tuple[int, ...]  # instances in each stage
@@ -250,9 +250,5 @@ class Simulator:
         return self._work[key]
 
     def _bill(self, lifetimes_s: np.ndarray) -> np.ndarray:
-        """Each run's billed cost of instances that lived `lifetimes_s` (runs x instances):
-        `pricing.billed_seconds`, over arrays."""
-        rule, price = self.profile.price.rule, self.profile.price.usd_per_hour
-        steps = np.ceil(lifetimes_s / rule.increment_s - ROUNDING_SLACK) * rule.increment_s
-        seconds = np.maximum(rule.minimum_s, np.maximum(steps, 0.0))
-        return (seconds.sum(axis=1) * price / S_PER_HOUR) if seconds.size else np.zeros(self.runs)
+        """Each run's billed cost of instances that lived `lifetimes_s` (runs x instances)."""
+        return billed_usd_per_run(self.profile.price, lifetimes_s)

@@ -8,9 +8,11 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
+from basht.energy.billing import instance_lifetimes, job_cost_usd
 from basht.energy.carbon import CarbonIntensity, StaticIntensity, TableIntensity
-from basht.energy.pricing import Price, job_cost_usd
-from basht.plan import PlanResult, Profile, ShaJob
+from basht.energy.pricing import Price, plan_price
+from basht.experiment import CarbonSpec, PlanSpec, ShaJob
+from basht.plan import PlanResult, Profile
 from basht.store import Store
 
 
@@ -124,7 +126,7 @@ def plan_summary(result: PlanResult) -> str:
     )
 
 
-def plan_intensity(carbon_spec: Any) -> CarbonIntensity | None:
+def plan_intensity(carbon_spec: CarbonSpec) -> CarbonIntensity | None:
     """The grid intensity a plan's energy is converted at: the file's fixed figure, or its
     region's yearly average from the shipped table (a plan is for later, so not a live value or
     a recorded series); None for a `csv` series."""
@@ -177,6 +179,16 @@ def plan_json(
     profile: Profile,
     intensity: CarbonIntensity | None = None,
 ) -> dict[str, Any]:
+    """The plan file, as `basht plan --json` writes it: checked as `PlanSpec`, the model
+    `basht run --plan` reads it with, so a file written is a file that runs."""
+    return PlanSpec.model_validate(_plan_fields(result, job, profile, intensity)).model_dump(
+        mode="json"
+    )
+
+
+def _plan_fields(
+    result: PlanResult, job: ShaJob, profile: Profile, intensity: CarbonIntensity | None
+) -> dict[str, Any]:
     return {
         "emissions_estimate": plan_emissions(result, intensity),
         "job": asdict(job) | {"stages": [asdict(s) for s in job.stages]},
@@ -209,10 +221,6 @@ def cluster_summary(store: Store, run_id: str, spec: dict[str, Any]) -> dict[str
     plan = spec.get("plan")
     if not plan:
         return None
-    from basht.experiment import PlanSpec
-    from basht.metrics import instance_lifetimes
-    from basht.plan.cluster import plan_price
-
     planned = PlanSpec.model_validate(plan)
     price = plan_price(planned.price)
     data_usd = planned.price.data_usd_per_instance  # moving the data onto each one launched

@@ -3,31 +3,38 @@
 Per run: the best value so far against time, the trials on their workers over time, the energy
 of each trial by its state, and the phase latencies. Per comparison: the same curves and bars
 with one line or bar per system. Needs the `plots` extra (matplotlib).
+
+The figures are drawn from plain data, and importing this module imports neither matplotlib nor
+the store: the plotter process (`basht.report.plotter`) draws what the driver read.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from basht.errors import BashtError
-from basht.report import runstats
-from basht.report.timeline import Segment, segments
-from basht.store import Store
+from basht.states import TrialState
+
+if TYPE_CHECKING:
+    from basht.report.timeline import Segment
+    from basht.store import Store
 
 PHASES = ("deploy", "setup", "run", "collect_results", "test", "collect_metrics", "undeploy")
 STATE_COLOURS = {
-    "completed": "#2ca02c",
-    "stopped": "#ff7f0e",
-    "failed": "#d62728",
-    "aborted": "#7f7f7f",
-    "paused": "#aec7e8",
-    "running": "#17becf",
-    "pending": "#c7c7c7",
+    TrialState.COMPLETED: "#2ca02c",
+    TrialState.STOPPED: "#ff7f0e",
+    TrialState.FAILED: "#d62728",
+    TrialState.ABORTED: "#7f7f7f",
+    TrialState.PAUSED: "#aec7e8",
+    TrialState.RUNNING: "#17becf",
+    TrialState.PENDING: "#c7c7c7",
 }
 SYSTEM_COLOURS = {"native": "#1f77b4", "optuna": "#9467bd", "raytune": "#8c564b"}
 KIND_COLOURS = {
@@ -56,23 +63,66 @@ class Curve:
     end_s: float | None = None
 
 
-def pyplot() -> Any:
-    """matplotlib's pyplot on the Agg backend (no display needed), or a one-line error."""
+def _figure(figsize: tuple[float, float]) -> tuple[Any, Any]:
+    """A figure on its own Agg canvas, and its one axes, or a one-line error without matplotlib.
+
+    Not through pyplot: it would import a GUI backend's machinery and keep every figure in its
+    registry until closed; a figure drawn once into a file needs only the canvas.
+    """
     try:
-        import matplotlib
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
     except ImportError:
         raise BashtError("plots need matplotlib (pip install 'basht[plots]')") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    fig = Figure(figsize=figsize)
+    FigureCanvasAgg(fig)
+    return fig, fig.subplots()
 
-    return plt
+
+def _swatch(colour: str) -> Any:
+    """A legend's colour patch for a state or a kind."""
+    from matplotlib.patches import Rectangle
+
+    return Rectangle((0, 0), 1, 1, color=colour)
+
+
+@contextmanager
+def limits_once(ax: Any) -> Iterator[None]:
+    """Bars added in the block widen the axes' data limits once, all together, not one by one.
+
+    matplotlib updates the limits for each bar it adds, through the bar's path and transforms:
+    for hundreds of bars, more time than drawing them. A bar's part of the limits is its
+    rectangle, corner to corner, so the rectangles are gathered and their corners given to the
+    axes at the end: the same limits, the same picture. (Where a matplotlib no longer updates
+    its limits through `_update_patch_limits`, it updates them per bar as it always did, and
+    this adds the same corners again.)
+    """
+    added: list[Any] = []
+    ax._update_patch_limits = added.append  # this axes' own, for the block only
+    try:
+        yield
+    finally:
+        del ax._update_patch_limits
+        corners = [
+            corner
+            for bar in added
+            if bar.get_width() or bar.get_height()  # as matplotlib: an empty bar is no limit
+            for corner in (
+                (bar.get_x(), bar.get_y()),
+                (bar.get_x() + bar.get_width(), bar.get_y() + bar.get_height()),
+            )
+        ]
+        if corners:
+            ax.update_datalim(corners)
 
 
 def _save(fig: Any, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
+    # The layout is done: without an engine left on the figure, savefig draws it once, not a
+    # second time first to lay it out again (the same pixels, a third less time).
+    fig.set_layout_engine(None)
     fig.savefig(path, dpi=100)
-    pyplot().close(fig)
     return path
 
 
@@ -91,8 +141,7 @@ def _colour(system: str, index: int) -> str:
 def best_so_far_plot(
     curves: Sequence[Curve], metric: str, mode: str, target: float | None, path: Path, title: str
 ) -> Path:
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(8, 4.2))
+    fig, ax = _figure((8, 4.2))
     labelled: set[str] = set()
     systems = list(dict.fromkeys(c.system for c in curves))
     for curve in curves:
@@ -130,21 +179,22 @@ def best_so_far_plot(
 
 
 def timeline_plot(segs: Sequence[Segment], lanes: int, path: Path, title: str) -> Path:
-    plt = pyplot()
     used = max([lanes] + [s.lane + 1 for s in segs])
-    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.55 * used))
+    fig, ax = _figure((9, 1.2 + 0.55 * used))
     span = max((s.end_s for s in segs), default=1.0) or 1.0
-    for seg in segs:
-        width = max(seg.end_s - seg.start_s, span / 2000)
-        ax.barh(
-            seg.lane,
-            width,
-            left=seg.start_s,
-            height=0.7,
-            color=STATE_COLOURS.get(seg.state, "#c7c7c7"),
-            edgecolor="white",
-            linewidth=0.5,
-        )
+    widths = [max(seg.end_s - seg.start_s, span / 2000) for seg in segs]
+    if segs:  # one call for all the bars: hundreds of calls cost more than drawing them
+        with limits_once(ax):
+            ax.barh(
+                [seg.lane for seg in segs],
+                widths,
+                left=[seg.start_s for seg in segs],
+                height=0.7,
+                color=[STATE_COLOURS.get(seg.state, "#c7c7c7") for seg in segs],
+                edgecolor="white",
+                linewidth=0.5,
+            )
+    for seg, width in zip(segs, widths, strict=True):
         if width > span / 40:
             ax.text(
                 seg.start_s + width / 2,
@@ -160,7 +210,7 @@ def timeline_plot(segs: Sequence[Segment], lanes: int, path: Path, title: str) -
     ax.set_xlabel("seconds since the run phase began (white space: an idle worker)")
     ax.set_title(title)
     shown = _ordered({s.state for s in segs})
-    handles = [plt.Rectangle((0, 0), 1, 1, color=STATE_COLOURS.get(s, "#c7c7c7")) for s in shown]
+    handles = [_swatch(STATE_COLOURS.get(s, "#c7c7c7")) for s in shown]
     if handles:
         ax.legend(handles, shown, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     return _save(fig, path)
@@ -170,12 +220,17 @@ def energy_plot(
     trials: Sequence[tuple[int, str, float]], source: str, path: Path, title: str
 ) -> Path:
     """Each trial's attributed energy (J), coloured by the state it ended in."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(8, 4))
-    for number, state, joules in trials:
-        ax.bar(number, joules, color=STATE_COLOURS.get(state, "#c7c7c7"), width=0.8)
+    fig, ax = _figure((8, 4))
+    if trials:  # one call for all the bars, as in the timeline
+        with limits_once(ax):
+            ax.bar(
+                [number for number, _, _ in trials],
+                [joules for _, _, joules in trials],
+                color=[STATE_COLOURS.get(state, "#c7c7c7") for _, state, _ in trials],
+                width=0.8,
+            )
     shown = _ordered({s for _, s, _ in trials})
-    handles = [plt.Rectangle((0, 0), 1, 1, color=STATE_COLOURS.get(s, "#c7c7c7")) for s in shown]
+    handles = [_swatch(STATE_COLOURS.get(s, "#c7c7c7")) for s in shown]
     if handles:
         totals = defaultdict(float)
         for _, state, joules in trials:
@@ -198,8 +253,7 @@ def stacked_bars_plot(
     title: str,
 ) -> Path:
     """One horizontal bar per label, split into `order`'s parts (phases, or kinds of energy)."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(9, 1.6 + 0.6 * len(bars)))
+    fig, ax = _figure((9, 1.6 + 0.6 * len(bars)))
     for i, (_, parts) in enumerate(bars):
         left = 0.0
         for j, name in enumerate(order):
@@ -231,14 +285,33 @@ def _search(store: Store, run_id: str) -> dict[str, Any]:
 
 
 def _best_so_far(store: Store, system: str, run_id: str, mode: str) -> Curve:
+    from basht.report import runstats
+
     points = runstats.best_so_far(store, run_id, mode)
     return Curve(system, system, points, runstats.run_length_s(store, run_id))
 
 
 def write_run_plots(store: Store, run_id: str, folder: Path | None = None) -> dict[str, Path]:
     """The four plots of one run, into `folder` (default: the run's results folder)."""
+    return {name: job.draw() for name, job in run_plot_jobs(store, run_id, folder).items()}
+
+
+@dataclass(frozen=True)
+class PlotJob:
+    """One plot to draw into `path`, from data already read from the store: it can be drawn
+    anywhere (in another process too) once the store is closed."""
+
+    path: Path
+    draw: Callable[[], Path]
+
+
+def run_plot_jobs(store: Store, run_id: str, folder: Path | None = None) -> dict[str, PlotJob]:
+    """The four plots of one run (see `write_run_plots`), read but not yet drawn."""
+    from basht.report import runstats
+    from basht.report.timeline import segments
+
     run = store.get_run(run_id)
-    spec = _search(store, run.id)
+    spec = store.get_experiment(run.experiment_id).spec
     search, workers = spec["search"], spec["resources"]["workers"]
     folder = Path(folder or run.results_dir)
     label = f"{run.system} · {run.id}"
@@ -246,38 +319,57 @@ def write_run_plots(store: Store, run_id: str, folder: Path | None = None) -> di
     source = runstats.energy_source(store, run.id)
     energy = runstats.trial_energy_j(store, run.id)
     phases = runstats.phase_durations(store, run.id)
+    paths = {
+        name: folder / f"{name}.png" for name in ("best_so_far", "timeline", "energy", "phases")
+    }
     return {
-        "best_so_far": best_so_far_plot(
-            [curve],
-            search["metric"],
-            search["mode"],
-            search.get("target"),
-            folder / "best_so_far.png",
-            f"best so far · {label}",
+        "best_so_far": PlotJob(
+            paths["best_so_far"],
+            partial(
+                best_so_far_plot,
+                [curve],
+                search["metric"],
+                search["mode"],
+                search.get("target"),
+                paths["best_so_far"],
+                f"best so far · {label}",
+            ),
         ),
-        "timeline": timeline_plot(
-            segments(store, run.id, workers),
-            workers,
-            folder / "timeline.png",
-            f"trials on workers · {label}",
+        "timeline": PlotJob(
+            paths["timeline"],
+            partial(
+                timeline_plot,
+                segments(store, run.id, workers),
+                workers,
+                paths["timeline"],
+                f"trials on workers · {label}",
+            ),
         ),
-        "energy": energy_plot(
-            [
-                (t.number, t.state, joules)
-                for t in store.trials(run.id)
-                if (joules := energy.get(t.number, 0.0)) is not None  # None: not measured here
-            ],
-            source,
-            folder / "energy.png",
-            f"energy per trial by state · {label}",
+        "energy": PlotJob(
+            paths["energy"],
+            partial(
+                energy_plot,
+                [
+                    (t.number, t.state, joules)
+                    for t in store.trials(run.id)
+                    if (joules := energy.get(t.number, 0.0)) is not None  # None: not measured
+                ],
+                source,
+                paths["energy"],
+                f"energy per trial by state · {label}",
+            ),
         ),
-        "phases": stacked_bars_plot(
-            [(run.system, phases)],
-            PHASES,
-            PHASE_COLOURS,
-            "seconds",
-            folder / "phases.png",
-            f"phase latencies · {label}",
+        "phases": PlotJob(
+            paths["phases"],
+            partial(
+                stacked_bars_plot,
+                [(run.system, phases)],
+                PHASES,
+                PHASE_COLOURS,
+                "seconds",
+                paths["phases"],
+                f"phase latencies · {label}",
+            ),
         ),
     }
 
@@ -293,6 +385,8 @@ def write_comparison_plots(
     With several seeds per system each run is its own line (one colour per system) and the bars
     are each system's median.
     """
+    from basht.report import runstats
+
     if not runs:
         return {}
     spec = _search(store, runs[0][1])

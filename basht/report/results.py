@@ -103,9 +103,9 @@ def ray_nodes_summary(
     store: Store, run_id: str, spec: dict[str, Any]
 ) -> list[dict[str, Any]] | None:
     """Each Ray node the run recorded, with its time in the job and its bill (None: not Ray)."""
-    from basht.energy.pricing import job_cost_usd, price_from_spec
+    from basht.energy.billing import job_cost_usd, ray_node_lifetimes
+    from basht.energy.pricing import price_from_spec
     from basht.experiment import PriceSpec
-    from basht.metrics import ray_node_lifetimes
 
     lives = ray_node_lifetimes(store, run_id)
     if not lives:

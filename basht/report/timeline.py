@@ -14,9 +14,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from basht.store import Store
+from basht.states import TrialState
+
+if TYPE_CHECKING:  # read in `segments` only: a Segment is drawn where the store is not imported
+    from basht.store import Store
 
 #: Gap allowed between segments on one lane: times come from different clocks and writes.
 _SLACK_S = 0.05
@@ -46,14 +49,13 @@ def segments(store: Store, run_id: str, lanes: int) -> list[Segment]:
     reports = defaultdict(list)
     for r in store.reports(run_id):
         reports[r.trial_id].append(r)
+    checkpoints = _pause_checkpoints(store, run_id)
     raw: list[tuple[int, int | None, float, float, str]] = []
     for trial in store.trials(run_id):
         if trial.started_at is None:
             continue
         own = sorted(reports[trial.id], key=lambda r: r.at)
-        pauses = sorted(
-            (c for c in store.checkpoints(trial.id) if c.kind == "pause"), key=lambda c: c.at
-        )
+        pauses = sorted(checkpoints[trial.id], key=lambda c: c.at)
         end = trial.ended_at or (own[-1].at if own else trial.started_at)
         load_share = trial.load_s / (len(pauses) + 1)
         start = trial.started_at
@@ -63,13 +65,33 @@ def segments(store: Store, run_id: str, lanes: int) -> list[Segment]:
             if not later:  # never resumed: its last segment ended in this pause
                 end = pause.at
                 break
-            pieces.append((trial.number, None, start, pause.at, "paused"))
+            pieces.append((trial.number, None, start, pause.at, TrialState.PAUSED))
             first = later[0]
             start = first.at - first.train_s - first.validate_s - load_share
         pieces.append((trial.number, trial.worker, start, max(end, start), trial.state))
         for piece in pieces:
             raw += _split_at_downtimes(piece, downtimes, own, load_share)
     return _place([(n, w, s - origin, e - origin, st) for n, w, s, e, st in raw], max(1, lanes))
+
+
+def _pause_checkpoints(store: Store, run_id: str) -> dict[int, list[Any]]:
+    """Each trial's pause checkpoints (by trial row id, in the order they were written), read in
+    one query rather than one per trial: a run of hundreds of trials is drawn in a blink."""
+    from sqlalchemy import select
+
+    from basht.store import CheckpointRow, TrialRow
+
+    query = (
+        select(CheckpointRow)
+        .join(TrialRow, TrialRow.id == CheckpointRow.trial_id)
+        .where(TrialRow.run_id == run_id, CheckpointRow.kind == "pause")
+        .order_by(CheckpointRow.id)
+    )
+    found: dict[int, list[Any]] = defaultdict(list)
+    with store.session() as s:
+        for row in s.scalars(query):
+            found[row.trial_id].append(row)
+    return found
 
 
 def _split_at_downtimes(
@@ -84,7 +106,7 @@ def _split_at_downtimes(
     out: list[tuple[int, int | None, float, float, str]] = []
     for stopped, restarted in downtimes:
         if start < stopped and end > restarted:
-            out.append((number, None, start, stopped, "aborted"))
+            out.append((number, None, start, stopped, TrialState.ABORTED))
             later = [r for r in reports if r.at > restarted]
             first = later[0] if later else None
             again = first.at - first.train_s - first.validate_s - load_share if first else 0.0

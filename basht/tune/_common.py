@@ -1,29 +1,68 @@
 """What every algorithm shares: drawing new configurations within a trial limit (and telling a
-sampler that learns what they reached), and validation."""
+sampler that learns what they reached), and validation.
+
+Samplers are made here by name, so `samplers` and `tpe` (which builds on `samplers`) import one
+way; the space, in whatever form the algorithm was given it, is read by the sampler's base.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from basht.space import SearchSpace
-from basht.tune.samplers import Sampler, make_sampler
+from basht.errors import ArgumentError
+from basht.space import SearchSpace, SpaceLike
+from basht.tune._checks import check_mode, check_whole
+from basht.tune.samplers import GridSampler, RandomSampler, Sampler
+from basht.tune.tpe import TPESampler
+
+SAMPLERS = ("random", "grid", "tpe")
+
+
+def make_sampler(name: str, space: SpaceLike, seed: int, mode: str = "max") -> Sampler:
+    """The sampler `name` over `space` (TPE imports Optuna only when built)."""
+    if name == "grid":
+        return GridSampler(space)
+    if name == "tpe":
+        return TPESampler(space, seed, mode)
+    if name != "random":
+        raise ArgumentError(
+            f"sampler: expected one of {', '.join(map(repr, SAMPLERS))} or a sampler object, "
+            f"got {name!r}"
+        )
+    return RandomSampler(space, seed)
 
 
 class NewConfigs:
-    """Numbers and draws new configurations until `max_trials` or the sampler runs out."""
+    """Numbers and draws new configurations until `max_trials` or the sampler runs out.
+
+    Every algorithm draws through one, so its arguments (the space in any form
+    `SearchSpace.coerce` reads, the sampler, seed and trial limit) are checked here once.
+    """
 
     def __init__(
         self,
-        space: SearchSpace,
+        space: SpaceLike,
         sampler: str | Sampler,
         seed: int,
         max_trials: int | None,
         mode: str = "max",
     ):
+        check_mode(mode)
+        check_whole("seed", seed, 0)
+        check_whole("max_trials", max_trials, 1, optional=True)
         if isinstance(sampler, str):
             sampler = make_sampler(sampler, space, seed, mode)
-        elif getattr(sampler, "mode", mode) != mode:  # a model would chase the wrong end
-            raise ValueError(f"the sampler's mode {sampler.mode!r} is not the algorithm's {mode!r}")
+        else:
+            if not callable(getattr(sampler, "next", None)):
+                raise ArgumentError(
+                    f"sampler: expected one of {', '.join(map(repr, SAMPLERS))} or a sampler "
+                    f"object (with next()), got {type(sampler).__name__}"
+                )
+            SearchSpace.coerce(space)  # the sampler brings its own, but a wrong one is refused
+            if getattr(sampler, "mode", mode) != mode:  # a model would chase the wrong end
+                raise ArgumentError(
+                    f"sampler: the sampler's mode {sampler.mode!r} is not the algorithm's {mode!r}"
+                )
         self.sampler = sampler
         self.max_trials = max_trials
         self.next_id = 0
@@ -62,17 +101,3 @@ class NewConfigs:
 def never_suggested(trial_id: int) -> ValueError:
     """The error for a report, completion or failure of a trial the algorithm never handed out."""
     return ValueError(f"trial {trial_id!r} was never suggested by this algorithm")
-
-
-def check_budgets(min_budget: int, max_budget: int | None, eta: int) -> None:
-    if eta < 2:
-        raise ValueError(f"eta must be at least 2, got {eta}")
-    if min_budget < 1:
-        raise ValueError(f"min_budget must be at least 1, got {min_budget}")
-    if max_budget is not None and max_budget < min_budget:
-        raise ValueError(f"max_budget {max_budget} is below min_budget {min_budget}")
-
-
-def check_mode(mode: str) -> None:
-    if mode not in ("min", "max"):
-        raise ValueError(f"mode must be 'min' or 'max', got {mode!r}")

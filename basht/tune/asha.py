@@ -26,8 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from basht.space import SearchSpace
-from basht.tune._common import NewConfigs, check_budgets, check_mode, never_suggested
+from basht.errors import ArgumentError
+from basht.space import SpaceLike
+from basht.tune._checks import check_budgets, check_objective, check_rates, check_whole
+from basht.tune._common import NewConfigs, never_suggested
 from basht.tune.base import Decision, Suggestion
 from basht.tune.rungs import Rung, level, most_rungs, rung_levels, signed
 from basht.tune.samplers import Sampler
@@ -114,7 +116,7 @@ class AsyncSuccessiveHalving:
 
     def __init__(
         self,
-        space: SearchSpace,
+        space: SpaceLike,
         *,
         metric: str,
         mode: str = "max",
@@ -127,12 +129,17 @@ class AsyncSuccessiveHalving:
         seed: int = 0,
         max_trials: int | None = None,
     ):
+        check_objective(metric, mode)
         check_budgets(min_budget, max_budget, eta)
-        check_mode(mode)
-        if variant not in VARIANTS:
-            raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+        check_rates("brackets", brackets)
+        if not isinstance(variant, str) or variant not in VARIANTS:
+            raise ArgumentError(
+                f"variant: expected {' or '.join(map(repr, VARIANTS))}, got {variant!r}"
+            )
         if variant == "stopping" and max_budget is None:
-            raise ValueError("the stopping variant needs a max_budget")
+            raise ArgumentError(
+                "max_budget: the stopping variant runs each trial to max_budget; give one"
+            )
         self.metric, self.mode, self.eta, self.variant = metric, mode, eta, variant
         self.min_budget, self.max_budget = min_budget, max_budget
         self.brackets = [_Bracket(min_budget, max_budget, eta, s) for s in brackets]
@@ -256,7 +263,7 @@ class _WeightedChoice:
 
 
 def ASHA(  # noqa: N802 - reads as the algorithm's name
-    space: SearchSpace,
+    space: SpaceLike,
     *,
     metric: str,
     mode: str = "max",
@@ -270,6 +277,7 @@ def ASHA(  # noqa: N802 - reads as the algorithm's name
     max_trials: int | None = None,
 ) -> AsyncSuccessiveHalving:
     """The paper's ASHA: one bracket with rungs at min_budget·eta^(s+k)."""
+    check_whole("min_early_stopping_rate", min_early_stopping_rate, 0)
     return AsyncSuccessiveHalving(
         space,
         metric=metric,
@@ -286,7 +294,7 @@ def ASHA(  # noqa: N802 - reads as the algorithm's name
 
 
 def AsyncHyperband(  # noqa: N802 - reads as the algorithm's name
-    space: SearchSpace,
+    space: SpaceLike,
     *,
     metric: str,
     mode: str = "max",
@@ -299,7 +307,7 @@ def AsyncHyperband(  # noqa: N802 - reads as the algorithm's name
     max_trials: int | None = None,
 ) -> AsyncSuccessiveHalving:
     """Hyperband's brackets run as ASHA; each new configuration draws its bracket (seeded)."""
-    check_budgets(min_budget, max_budget, eta)
+    check_budgets(min_budget, max_budget, eta, bounded=True)
     s_max = most_rungs(min_budget, max_budget, eta)
     return AsyncSuccessiveHalving(
         space,

@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from basht.states import Decision
 
-class Decision(enum.Enum):
-    """What a trial does after a report.
-
-    CONTINUE trains on towards the suggested budget. PAUSE ends the trial's current run but keeps
-    its checkpoint: the algorithm may hand it back later with `resume=True` and a larger budget (ASHA
-    promotion). STOP ends it for good; it is never resumed and its checkpoint may be dropped.
-    """
-
-    CONTINUE = "continue"
-    PAUSE = "pause"
-    STOP = "stop"
+__all__ = ["Algorithm", "Decision", "Suggestion", "better"]
 
 
 @dataclass(frozen=True)

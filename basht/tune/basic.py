@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from basht.space import SearchSpace
-from basht.tune._common import NewConfigs, check_mode, never_suggested
+from typing import Any
+
+from basht.space import SpaceLike
+from basht.tune._checks import check_objective, check_whole
+from basht.tune._common import NewConfigs, never_suggested
 from basht.tune.base import Decision, Suggestion
 from basht.tune.samplers import Sampler
 
@@ -16,7 +19,7 @@ class FullBudgetSearch:
 
     def __init__(
         self,
-        space: SearchSpace,
+        space: SpaceLike,
         *,
         metric: str,
         mode: str = "max",
@@ -25,7 +28,8 @@ class FullBudgetSearch:
         sampler: str | Sampler = "random",
         seed: int = 0,
     ):
-        check_mode(mode)
+        check_objective(metric, mode)
+        check_whole("max_budget", max_budget, 1)
         self.metric, self.mode = metric, mode
         self.max_budget = max_budget
         self.max_trials = max_trials
@@ -58,10 +62,10 @@ class FullBudgetSearch:
         return self.new.available() == 0
 
 
-def RandomSearch(space: SearchSpace, **kwargs) -> FullBudgetSearch:  # noqa: N802 - a named preset
+def RandomSearch(space: SpaceLike, **kwargs: Any) -> FullBudgetSearch:  # noqa: N802 - a named preset
     return FullBudgetSearch(space, sampler="random", **kwargs)
 
 
-def GridSearch(space: SearchSpace, **kwargs) -> FullBudgetSearch:  # noqa: N802 - a named preset
+def GridSearch(space: SpaceLike, **kwargs: Any) -> FullBudgetSearch:  # noqa: N802 - a named preset
     kwargs.pop("seed", None)
     return FullBudgetSearch(space, sampler="grid", **kwargs)

@@ -16,8 +16,10 @@ from collections import deque
 from heapq import heappop, heappush
 from typing import Any
 
-from basht.space import SearchSpace
-from basht.tune._common import NewConfigs, check_budgets, check_mode, never_suggested
+from basht.errors import ArgumentError
+from basht.space import SpaceLike
+from basht.tune._checks import check_budgets, check_objective, check_rates, check_whole
+from basht.tune._common import NewConfigs, never_suggested
 from basht.tune.base import Decision, Suggestion
 from basht.tune.rungs import most_rungs, rung_levels, signed
 from basht.tune.samplers import Sampler
@@ -71,7 +73,7 @@ class SynchronousHyperband:
 
     def __init__(
         self,
-        space: SearchSpace,
+        space: SpaceLike,
         *,
         metric: str,
         mode: str = "max",
@@ -85,8 +87,17 @@ class SynchronousHyperband:
         seed: int = 0,
         max_trials: int | None = None,
     ):
-        check_budgets(min_budget, max_budget, eta)
-        check_mode(mode)
+        check_objective(metric, mode)
+        check_budgets(min_budget, max_budget, eta, bounded=True)
+        check_rates("shapes", shapes)
+        if bracket_sizes is not None:
+            if not isinstance(bracket_sizes, list | tuple) or len(bracket_sizes) != len(shapes):
+                raise ArgumentError(
+                    f"bracket_sizes: expected one size per shape ({len(shapes)}), "
+                    f"got {bracket_sizes!r}"
+                )
+            for size in bracket_sizes:
+                check_whole("bracket_sizes", size, 1)
         self.metric, self.mode, self.eta = metric, mode, eta
         self.min_budget, self.max_budget = min_budget, max_budget
         self.shapes = shapes
@@ -219,7 +230,7 @@ class SynchronousHyperband:
 
 
 def SHA(  # noqa: N802 - reads as the algorithm's name
-    space: SearchSpace,
+    space: SpaceLike,
     *,
     metric: str,
     mode: str = "max",
@@ -234,6 +245,9 @@ def SHA(  # noqa: N802 - reads as the algorithm's name
 ) -> SynchronousHyperband:
     """Synchronous successive halving: brackets of `n_configs` (default eta^K, so one reaches the
     top); more brackets follow while `max_trials` allows, one only without a trial limit."""
+    check_budgets(min_budget, max_budget, eta, bounded=True)
+    check_whole("min_early_stopping_rate", min_early_stopping_rate, 0)
+    check_whole("n_configs", n_configs, 1, optional=True)
     s = min_early_stopping_rate
     levels = rung_levels(min_budget, max_budget, eta, s)
     n = n_configs or eta ** (len(levels) - 1)
@@ -254,7 +268,7 @@ def SHA(  # noqa: N802 - reads as the algorithm's name
 
 
 def Hyperband(  # noqa: N802 - reads as the algorithm's name
-    space: SearchSpace,
+    space: SpaceLike,
     *,
     metric: str,
     mode: str = "max",
@@ -267,7 +281,7 @@ def Hyperband(  # noqa: N802 - reads as the algorithm's name
 ) -> SynchronousHyperband:
     """Hyperband: brackets s = 0 (most aggressive) .. s_max (random search), repeated while
     `max_trials` allows; one band without a trial limit."""
-    check_budgets(min_budget, max_budget, eta)
+    check_budgets(min_budget, max_budget, eta, bounded=True)
     s_max = most_rungs(min_budget, max_budget, eta)
     return SynchronousHyperband(
         space,

@@ -1,5 +1,6 @@
 """Where new configurations come from: seeded random sampling, grid enumeration, or a model
-(`tpe`, in `basht.tune.tpe`)."""
+(`tpe`, in `basht.tune.tpe`, which builds on the classes here; `basht.tune._common` picks one
+by name)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from basht.space import Config, SearchSpace
+from basht.errors import ArgumentError, ExperimentError
+from basht.space import Config, SearchSpace, SpaceLike
+from basht.tune._checks import check_whole
 
 
 class Sampler(Protocol):
@@ -23,7 +26,15 @@ class Sampler(Protocol):
     def set_state(self, state: dict[str, Any]) -> None: ...
 
 
-class RandomSampler:
+class SpaceSampler:
+    """What every sampler shares: the space it draws from, given as a SearchSpace or in any form
+    `SearchSpace.coerce` reads (the experiment file's, typed parameters), and checked there."""
+
+    def __init__(self, space: SpaceLike):
+        self.space = SearchSpace.coerce(space)
+
+
+class RandomSampler(SpaceSampler):
     """Independent draws from the space with a numpy Generator seeded once.
 
     Configuration i maps the uniforms i·n .. i·n+n-1 of the generator's stream (n parameters)
@@ -35,10 +46,11 @@ class RandomSampler:
 
     BLOCK = 256  # configurations drawn per call to the generator
 
-    def __init__(self, space: SearchSpace, seed: int = 0):
-        self.space = space
+    def __init__(self, space: SpaceLike, seed: int = 0):
+        super().__init__(space)
+        check_whole("seed", seed, 0)
         self.rng = np.random.default_rng(seed)
-        self._width = len(space)
+        self._width = len(self.space)
         self._ahead: list[Config] = []  # the rest of the block, last first
         self._used = 0  # configurations of the block already handed out
         self._block_state: dict[str, Any] | None = None  # the generator before the block
@@ -67,13 +79,16 @@ class RandomSampler:
         self._ahead, self._used, self._block_state = [], 0, None
 
 
-class GridSampler:
+class GridSampler(SpaceSampler):
     """Every configuration of a finite space in a fixed order, then None."""
 
-    def __init__(self, space: SearchSpace):
-        self.space = space
+    def __init__(self, space: SpaceLike):
+        super().__init__(space)
         self.position = 0
-        self._grid: Iterator[Config] = space.grid()
+        try:
+            self._grid: Iterator[Config] = self.space.grid()
+        except ExperimentError as err:  # an infinite space
+            raise ArgumentError(f"space: {err}") from None
 
     def next(self) -> Config | None:
         config = next(self._grid, None)
@@ -89,15 +104,3 @@ class GridSampler:
         self.position = 0
         for _ in range(state["position"]):
             self.next()
-
-
-def make_sampler(name: str, space: SearchSpace, seed: int, mode: str = "max") -> Sampler:
-    if name == "grid":
-        return GridSampler(space)
-    if name == "tpe":
-        from basht.tune.tpe import TPESampler  # Optuna, imported only when asked for
-
-        return TPESampler(space, seed, mode)
-    if name != "random":
-        raise ValueError(f"sampler must be 'random', 'grid' or 'tpe', not {name!r}")
-    return RandomSampler(space, seed)

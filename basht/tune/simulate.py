@@ -10,14 +10,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
-from basht.engine.messages import WorkloadRef
 from basht.engine.recorded import RecordedCurves
 from basht.engine.simulated import LearningCurve, SimulatedExecutor
 from basht.errors import BashtError
 from basht.experiment import Experiment, SearchSpec
+from basht.states import TrialState
 from basht.tune.base import Algorithm
 from basht.tune.factory import describe, make_algorithm
 from basht.tune.tuner import Tuner
+from basht.workloads.base import WorkloadRef
 
 
 @dataclass
@@ -76,7 +77,7 @@ def simulate(
     first_completed: list[float] = []
 
     def on_trial(trial_id: int, worker: int, event: str) -> None:
-        if event == "completed":
+        if event == TrialState.COMPLETED:
             first_completed.append(executor.now())
             tuner.on_trial = None  # heard: the rest of the run pays no call per trial event
 
@@ -214,7 +215,7 @@ def simulate_experiment(
                 "median_best_value": statistics.median(r.best_value for r in runs),
                 "median_makespan_s": statistics.median(r.makespan_s for r in runs),
                 "median_trained_to_max": statistics.median(
-                    r.counts.get("completed", 0) for r in runs
+                    r.counts.get(TrialState.COMPLETED, 0) for r in runs
                 ),
                 "median_wall_s": statistics.median(r.wall_s for r in runs),
             }

@@ -19,9 +19,10 @@ import math
 from typing import Any
 
 from basht.errors import BashtError
-from basht.space import Config, SearchSpace
+from basht.space import Config, SpaceLike
+from basht.tune._checks import check_mode, check_whole
 from basht.tune.optuna_space import params, suggest
-from basht.tune.samplers import RandomSampler
+from basht.tune.samplers import RandomSampler, SpaceSampler
 
 NEEDS_OPTUNA = "tpe needs Optuna: pip install 'basht[tpe]'"
 
@@ -44,21 +45,25 @@ def _quiet_study(optuna: Any, **kwargs: Any) -> Any:
         optuna.logging.set_verbosity(verbosity)
 
 
-class TPESampler:
+class TPESampler(SpaceSampler):
     """TPE on the largest budget with `min_observations` results, random draws until then."""
 
     def __init__(
         self,
-        space: SearchSpace,
+        space: SpaceLike,
         seed: int = 0,
         mode: str = "max",
         min_observations: int | None = None,
     ):
+        super().__init__(space)
+        check_whole("seed", seed, 0)
+        check_mode(mode)
+        check_whole("min_observations", min_observations, 1, optional=True)
         self._optuna = _optuna()
-        self.space, self.seed, self.mode = space, seed, mode
+        self.seed, self.mode = seed, mode
         # BOHB's N_min is d + 1; Optuna's TPE starts modelling after 10 trials.
-        self.min_observations = min_observations or max(10, len(space) + 1)
-        self._random = RandomSampler(space, seed)
+        self.min_observations = min_observations or max(10, len(self.space) + 1)
+        self._random = RandomSampler(self.space, seed)
         self._drawn = 0
         self._results: dict[int, list[tuple[Config, float]]] = {}  # budget -> (config, value)
         self._studies: dict[int, Any] = {}  # budget -> its Optuna study, results added so far

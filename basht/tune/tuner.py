@@ -14,46 +14,21 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from basht.engine.messages import (
-    COMPLETE,
-    CONTINUE,
-    PAUSE,
-    STOP,
-    TrialEvent,
-    TrialTask,
-    WorkloadRef,
-)
+from basht.engine.base import Executor
+from basht.engine.messages import COMPLETE, CONTINUE, PAUSE, STOP, TrialEvent, TrialTask
+from basht.states import ENDS_RUN, EventKind, TrialState
 from basht.store import Store
 from basht.store.writer import WriteBehind
 from basht.tune.base import Algorithm, Decision, Suggestion, better
+from basht.workloads.base import WorkloadRef
 
 log = logging.getLogger(__name__)
 
 # Bound once: the loop below runs once per event, a million times in a large simulation.
 _CONTINUE, _PAUSE, _STOP = Decision.CONTINUE, Decision.PAUSE, Decision.STOP
-_ENDINGS = frozenset(("completed", "paused", "stopped", "failed"))
-
-
-class Executor(Protocol):
-    """What the Tuner needs from an engine (local processes, Ray actors, a virtual clock).
-
-    An executor may also define `now() -> float` (seconds); the Tuner then measures time budgets
-    and timestamps on that clock, which is how a simulated executor runs on virtual time. It may
-    define `abort(trial_id)`: end a trial that no longer answers at once (its worker killed and
-    replaced), with nothing more heard of it; without it, a trial cut off once the search ended
-    and its grace period ran out is left to the executor's shutdown.
-    """
-
-    @property
-    def idle_workers(self) -> int: ...
-
-    def submit(self, task: TrialTask) -> int: ...
-
-    def command(self, trial_id: int, command: str, path: str | None = None) -> None: ...
-
-    def poll(self, timeout_s: float | None = None) -> list[TrialEvent]: ...
+_REPORT = EventKind.REPORT
 
 
 @dataclass
@@ -112,7 +87,7 @@ class _Trial:
     value: float | None = None
     checkpoint: str | None = None
     final_checkpoint: str | None = None
-    state: str = "pending"
+    state: TrialState = TrialState.PENDING
     failure: str | None = None
     # After `basht resume`: epochs up to `told` were already reported to the algorithm, whose
     # answer at `told` was `told_decision`; a restarted trial replays them without asking again.
@@ -196,7 +171,7 @@ class Tuner:
         # (simulation at scale) the same loop runs with nothing written.
         self.store: WriteBehind | _NoStore = WriteBehind(store) if store is not None else _NoStore()
         self._logging = store is not None
-        self.clock: Callable[[], float] = getattr(executor, "now", time.time)
+        self.clock: Callable[[], float] = executor.now
         self.workload = workload
         self.metric, self.mode = algorithm.metric, algorithm.mode
         self._maximize = self.mode == "max"
@@ -257,7 +232,7 @@ class Tuner:
             if not running:
                 break
             for event in poll(0.5):
-                if event.kind == "report":
+                if event.kind == _REPORT:
                     on_report(event, trials[event.trial_id])
                 else:
                     handle(event)
@@ -295,7 +270,7 @@ class Tuner:
                     s.config,
                     s.budget,
                     decision=decision,
-                    state="running",
+                    state=TrialState.RUNNING,
                     started_at=self.clock(),
                 )
             else:
@@ -347,22 +322,22 @@ class Tuner:
         trial.worker = worker
         if self.on_trial is not None:
             self.on_trial(trial_id, worker, "start")
-        self._move(trial, "running")
+        self._move(trial, TrialState.RUNNING)
         self._running.add(trial_id)
         if self._logging:
             trial.segment = ("load_s", self.clock())
             self.store.update_trial(
                 trial.row_id,
                 decision=decision,
-                state="running",
+                state=TrialState.RUNNING,
                 worker=worker,
                 target_budget=trial.target_budget,
                 ended_at=None,
             )
 
-    def _move(self, trial: _Trial, state: str) -> None:
+    def _move(self, trial: _Trial, state: TrialState) -> None:
         """Change a trial's state, keeping `status.counts` a count of trials in each state."""
-        if trial.state != "pending":
+        if trial.state is not TrialState.PENDING:
             self.status.counts[trial.state] -= 1
         self.status.counts[state] += 1
         trial.state = state
@@ -372,13 +347,13 @@ class Tuner:
     def _handle(self, event: TrialEvent) -> None:
         trial = self.trials[event.trial_id]
         kind = event.kind
-        if kind == "report":
+        if kind == _REPORT:
             self._on_report(event, trial)
-        elif kind == "loaded":
+        elif kind == EventKind.LOADED:
             if self._logging:
                 trial.segment = ("train_s", self.clock())
                 self.store.add_trial_time(trial.row_id, load_s=event.load_s)
-        elif kind in _ENDINGS:
+        elif kind in ENDS_RUN:
             self._on_end(event, trial)
 
     def _on_report(self, event: TrialEvent, trial: _Trial) -> None:
@@ -449,34 +424,37 @@ class Tuner:
     def _on_end(self, event: TrialEvent, trial: _Trial) -> None:
         trial_id = event.trial_id
         self._running.discard(trial_id)
-        state, error = event.kind, event.error
+        state, error = TrialState(event.kind), event.error
         if trial.failure is not None:
-            state, error = "failed", trial.failure
-        elif state == "completed" and trial.value is None:  # a function that never reported
-            state, error = "failed", "the workload ended without a report (call trial.report)"
+            state, error = TrialState.FAILED, trial.failure
+        elif state is TrialState.COMPLETED and trial.value is None:  # a function never reported
+            state, error = (
+                TrialState.FAILED,
+                "the workload ended without a report (call trial.report)",
+            )
         decision = None
-        if event.kind == "paused" and event.path:
+        if event.kind == EventKind.PAUSED and event.path:
             if self.checkpoint_dir is None:
                 trial.checkpoint = event.path  # no files, no records: _replace_checkpoint's rest
             else:
                 self._replace_checkpoint(trial, event.path, "pause")
-        if state == "completed":
+        if state is TrialState.COMPLETED:
             self.algorithm.complete(event.trial_id)
             decision = self._log("complete", event.trial_id, trial.budget)
             self._record_completion(event.trial_id, trial, event.path)
-        elif state == "failed":
+        elif state is TrialState.FAILED:
             self.algorithm.fail(event.trial_id)
             decision = self._log("fail", event.trial_id, trial.budget)
             log.warning("trial %d failed: %s", event.trial_id, error)
             if self._logging and (event.load_s or event.train_s):  # the segment that failed
                 self.store.add_trial_time(trial.row_id, load_s=event.load_s, train_s=event.train_s)
-            elif self._logging and event.kind == "failed":
+            elif self._logging and event.kind == EventKind.FAILED:
                 self._time_cut_segment(trial, self.clock())  # its worker died in it
         if self._deferred and trial_id in self._deferred:
             self._deferred.discard(trial_id)
-            if state == "paused":
+            if state is TrialState.PAUSED:
                 self._restarts.insert(0, trial_id)  # the next free worker resumes it
-        if trial.checkpoint and state in ("stopped", "failed"):
+        if trial.checkpoint and state in (TrialState.STOPPED, TrialState.FAILED):
             self._delete_checkpoint(trial.checkpoint)  # never resumed: free the disk
             trial.checkpoint = None
         self._move(trial, state)
@@ -512,7 +490,7 @@ class Tuner:
                 self.store.add_checkpoint(trial.row_id, trial.budget, path, "final", _size(path))
         elif path and self.checkpoint_dir is not None:
             # Another trial completed better while this one was saving: its state is not needed.
-            Path(path).unlink(missing_ok=True)
+            self.executor.discard_checkpoint(path)
 
     def _is_target(self, value: float) -> bool:
         if self.target is None:
@@ -525,11 +503,13 @@ class Tuner:
         now = self.clock()
         for trial_id in list(self._running):
             trial = self.trials[trial_id]
-            self._move(trial, "aborted")
+            self._move(trial, TrialState.ABORTED)
             if self.on_trial is not None and trial.worker is not None:
-                self.on_trial(trial_id, trial.worker, "aborted")
+                self.on_trial(trial_id, trial.worker, TrialState.ABORTED)
             self._time_cut_segment(trial, now)
-            self.store.update_trial(trial.row_id, state="aborted", ended_at=now, error=error)
+            self.store.update_trial(
+                trial.row_id, state=TrialState.ABORTED, ended_at=now, error=error
+            )
         self._running.clear()
 
     def _end_overdue(self, grace_s: float) -> None:
@@ -547,10 +527,8 @@ class Tuner:
             log.warning("trial %d aborted: %s", trial_id, why)
             self._deferred.discard(trial_id)
         self._abort_running(why)  # timed to now: replacing its worker is not the trial's time
-        abort = getattr(self.executor, "abort", None)
         for trial_id in overdue:
-            if abort is not None:
-                abort(trial_id)
+            self.executor.abort(trial_id)
             trial = self.trials[trial_id]
             if trial.checkpoint:  # the run is over: it never resumes from its last pause
                 self._delete_checkpoint(trial.checkpoint)
@@ -566,12 +544,12 @@ class Tuner:
     def _close_paused(self) -> None:
         """The run is over, so a trial still paused will never resume: it was stopped early."""
         for trial in self.trials.values():
-            if trial.state == "paused":
+            if trial.state is TrialState.PAUSED:
                 if trial.checkpoint:
                     self._delete_checkpoint(trial.checkpoint)
                     trial.checkpoint = None
-                self._move(trial, "stopped")
-                self.store.update_trial(trial.row_id, state="stopped")
+                self._move(trial, TrialState.STOPPED)
+                self.store.update_trial(trial.row_id, state=TrialState.STOPPED)
 
     def _notify(self) -> None:
         if self.on_update is not None:
@@ -614,8 +592,8 @@ class Tuner:
             self.store.add_checkpoint(trial.row_id, trial.budget, path, kind, _size(path))
 
     def _delete_checkpoint(self, path: str) -> None:
-        if self.checkpoint_dir is not None:
-            Path(path).unlink(missing_ok=True)
+        if self.checkpoint_dir is not None:  # a simulation's checkpoints are names, not files
+            self.executor.discard_checkpoint(path)
             self.store.mark_checkpoint_deleted(path)
 
     # -- resume -----------------------------------------------------------------------------
@@ -625,7 +603,10 @@ class Tuner:
         self._seq = last_seq
         for r in sorted(trials, key=lambda t: t.number):
             seed = trial_seed(self.workload.experiment_seed, r.number)
-            state = "paused" if r.state in ("paused", "aborted", "running", "pending") else r.state
+            # A trial that was cut off or never ran resumes as if paused (from its checkpoint).
+            state = TrialState(r.state)
+            if not state.is_final or state is TrialState.ABORTED:
+                state = TrialState.PAUSED
             checkpoint = r.checkpoint
             if checkpoint and self.checkpoint_dir is not None and not Path(checkpoint).exists():
                 # Deleted before the store heard (a kill with writes queued): train it again.
@@ -644,14 +625,14 @@ class Tuner:
                 told_decision=r.told_decision,
             )
             self.trials[r.number] = trial
-            if r.state == "completed" and r.value is not None:
+            if r.state == TrialState.COMPLETED and r.value is not None:
                 if better(r.value, self.status.best_value, self.mode):
                     self.status.best_value, self.status.best_trial = r.value, r.number
                     self.status.best_config = trial.config
                 if self._beats_best(r.value):
                     self._best_completed = (r.value, r.number)
                     trial.final_checkpoint = checkpoint
-            if r.state in ("aborted", "running", "pending"):
+            if r.state in (TrialState.ABORTED, TrialState.RUNNING, TrialState.PENDING):
                 self._restarts.append(r.number)
             self.status.counts[trial.state] += 1
 

@@ -10,10 +10,10 @@ import yaml
 
 from basht.bench.budgets import J_PER_KWH, SpendingLimits
 from basht.energy import EnergyMonitor, open_sources
+from basht.energy.billing import cost_so_far_usd
 from basht.energy.monitor import Account
 from basht.errors import ExperimentError
 from basht.experiment import Experiment, SearchSpec
-from basht.metrics import cost_so_far_usd
 from basht.report.html import run_sections
 from basht.report.results import build_summary
 from basht.store import Store
@@ -41,6 +41,7 @@ def _run_until_a_limit(
 
 # kWh: a few seconds of this machine's estimated power, after what deploy uses (Optuna's worker
 # processes take a few seconds to start on a loaded machine)
+@pytest.mark.integration
 @pytest.mark.parametrize("system, budget", [("native", 1.2e-5), ("optuna", 2.4e-5)])
 def test_a_run_ends_once_its_energy_budget_is_used(spec, tmp_path, system, budget):
     spec["system"] = system
@@ -86,6 +87,7 @@ def test_a_budget_ends_a_search_that_would_not_end_on_its_own(spec):
         Experiment.from_dict({**spec, "search": {**spec["search"], "energy_budget_kwh": -1}})
 
 
+@pytest.mark.integration
 def test_a_budget_used_before_any_result_says_so(spec, tmp_path):
     spec["workload"]["params"] = {"epoch_s": 5.0}
     spec["search"].update(max_trials=4, max_budget=2, energy_budget_kwh=1e-9)
@@ -102,6 +104,7 @@ def test_a_budget_used_before_any_result_says_so(spec, tmp_path):
     assert run.status == "failed" and run.stop_reason.startswith("energy budget")
 
 
+@pytest.mark.integration
 def test_a_run_ends_once_its_cost_budget_is_billed(spec, tmp_path):
     spec["measure"] = {"energy": "estimate", "price": {"usd_per_hour": 3600.0}}  # 1 USD a second
     # 10 s of the run's life: deploy and a first result fit in it on a loaded machine
@@ -135,6 +138,7 @@ def test_a_cost_budget_needs_a_price(spec):
 # runs its workers at niceness 15, so busy processes beside it can hold its first trial back for a
 # minute; here the workers get the same priority as everything else (the limit is under test, not
 # Ray's priorities), and the first result comes within 8 s even with both cores kept busy.
+@pytest.mark.integration
 @pytest.mark.parametrize("system, budget_s", [("optuna", 6), ("raytune", 15)])
 def test_a_peer_system_ends_its_search_at_the_time_budget(spec, tmp_path, system, budget_s):
     spec["system"] = system

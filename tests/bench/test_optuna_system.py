@@ -67,6 +67,7 @@ def _spec(spec: dict[str, Any], **search: Any) -> dict[str, Any]:
     return spec
 
 
+@pytest.mark.integration
 def test_two_workers_share_the_study_through_all_seven_phases(spec, tmp_path):
     watch = Watch()
     result = run_benchmark(
@@ -122,6 +123,7 @@ def test_two_workers_share_the_study_through_all_seven_phases(spec, tmp_path):
     assert not list(Path(result.results_dir).glob("optuna.db*"))
 
 
+@pytest.mark.integration
 def test_a_plain_function_workload_reports_through_optuna(spec, tmp_path):
     spec = _spec(spec, max_trials=4, pruner="none")
     spec["workload"] = {"name": "tests.user_workloads:objective"}
@@ -134,6 +136,7 @@ def test_a_plain_function_workload_reports_through_optuna(spec, tmp_path):
     assert result.test_metrics == {}  # as natively: a function has no test split
 
 
+@pytest.mark.integration
 def test_a_grid_runs_every_configuration_once_and_a_trial_that_raises_fails_alone(spec, tmp_path):
     spec = _spec(spec, sampler="grid", max_trials=None, pruner="none", max_budget=2)
     spec["workload"] = {"name": "tests.user_workloads:Counter", "params": {}}
@@ -157,6 +160,7 @@ def test_a_grid_runs_every_configuration_once_and_a_trial_that_raises_fails_alon
     assert result.best_config == {"kind": "ok", "x": 1.0}
 
 
+@pytest.mark.integration
 def test_a_hung_trial_is_aborted_after_the_grace_and_its_worker_replaced(spec, tmp_path):
     """Optuna waits for a running trial however long it takes; Basht's grace after the search
     ended kills the worker it hangs in, records the trial aborted and starts a new worker."""
@@ -209,6 +213,7 @@ def _brackets(exp: Experiment, study: Any) -> list[int]:
     return [pruner._get_bracket_id(study, t) for t in study.get_trials(deepcopy=False)]
 
 
+@pytest.mark.integration
 def test_the_same_file_and_seed_give_the_same_trials_in_the_same_hyperband_brackets(spec, tmp_path):
     """HyperbandPruner hashes the study's name into each trial's bracket: a name that followed
     the run would put the same trials in other brackets, and prune them otherwise."""
@@ -242,6 +247,7 @@ def postgres() -> Iterator[Postgres]:
         yield server
 
 
+@pytest.mark.integration
 def test_on_a_shared_database_a_left_behind_study_is_replaced_and_one_in_use_is_not(
     spec, tmp_path, postgres
 ):

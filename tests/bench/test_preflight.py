@@ -91,6 +91,7 @@ def _write(tmp_path: Path, example: str, mutate, name: str = "exp.yaml") -> Path
     return path
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("case", "example", "mutate", "expected"), CASES, ids=[c[0] for c in CASES]
 )
@@ -105,6 +106,7 @@ def test_validate_names_file_and_key(case, example, mutate, expected, tmp_path):
     assert not (tmp_path / "basht.db").exists()
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_examples_still_validate(example):
     proc = _cli("validate", str(example))
@@ -112,6 +114,7 @@ def test_examples_still_validate(example):
     assert "ok" in proc.stdout
 
 
+@pytest.mark.integration
 def test_run_with_a_space_typo_fails_before_anything_is_stored(tmp_path):
     path = _write(tmp_path, "digits-asha.yaml", CASES[0][2])
     store = tmp_path / "x.db"

@@ -84,6 +84,7 @@ def _tune_draws(exp: Experiment, count: int) -> list[dict[str, Any]]:
     return [tm.basht_config(generator.next_trial().config) for _ in range(count)]
 
 
+@pytest.mark.integration
 def test_hyperband_pauses_and_resumes_through_all_seven_phases(spec, tmp_path):
     spec["system"] = "raytune"
     spec["workload"]["params"] = {"epoch_s": 0.02}
@@ -122,7 +123,7 @@ def test_hyperband_pauses_and_resumes_through_all_seven_phases(spec, tmp_path):
     assert result.best_value == best.value
     assert result.test_metrics["accuracy"] == pytest.approx(best.value)
     # OC bills the Ray it ran on node by node: here the one node it started, for the job.
-    from basht.metrics import ray_nodes
+    from basht.energy.billing import ray_nodes
 
     (node,) = ray_nodes(store, result.run_id)
     assert node["attempt"] == 1 and node["left_at"] is None
@@ -149,6 +150,7 @@ def test_hyperband_pauses_and_resumes_through_all_seven_phases(spec, tmp_path):
     assert "TMPDIR" not in os.environ or os.environ["TMPDIR"] != str(watch.temp_dir)
 
 
+@pytest.mark.integration
 def test_a_plain_function_trial_that_reaches_its_budget_under_asha_completes(spec, tmp_path):
     """ASHA ends a trial on its result at max_t; the function says it completes before that
     result, so the trial is recorded completed, not stopped (as a class trainable's is)."""
@@ -199,6 +201,7 @@ def _watch_brackets(monkeypatch: pytest.MonkeyPatch) -> list[dict[int, int]]:
     return runs
 
 
+@pytest.mark.integration
 def test_the_same_file_and_seed_give_the_same_trials_in_the_same_async_hyperband_brackets(
     spec, tmp_path, monkeypatch
 ):

@@ -18,6 +18,7 @@ from tests.cli import basht as _basht
 from tests.cli import run_in_background, wait_for_trials
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("sampler", ["random", "tpe"])  # tpe: its model from 10 results on
 def test_an_interrupted_asha_run_resumes_to_the_end(spec, tmp_path, sampler):
     spec["workload"]["params"] = {"epoch_s": 0.05}
@@ -88,6 +89,7 @@ def test_an_interrupted_asha_run_resumes_to_the_end(spec, tmp_path, sampler):
     assert any(t.budget == 9 for t in trials)
 
 
+@pytest.mark.integration
 def test_a_completed_run_cannot_be_resumed(spec, write_spec, tmp_path):
     spec["search"].update(max_trials=2, max_budget=1)
     assert _basht("run", "-q", str(write_spec(spec)), cwd=tmp_path).returncode == 0
@@ -95,6 +97,7 @@ def test_a_completed_run_cannot_be_resumed(spec, write_spec, tmp_path):
     assert again.returncode == 2 and "nothing to resume" in again.stderr
 
 
+@pytest.mark.integration
 def test_a_run_whose_driver_lives_is_refused_and_a_killed_ones_is_resumed(
     spec, tmp_path, monkeypatch
 ):

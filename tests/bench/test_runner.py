@@ -70,7 +70,8 @@ def test_phases_run_in_order_and_are_stored(spec, tmp_path):
 
 def test_the_bill_runs_until_undeploy_has_released_everything(spec, tmp_path):
     """OC is computed in collect_metrics, before undeploy, and brought up to undeploy's end."""
-    from basht.energy.pricing import job_cost_usd, price_from_spec
+    from basht.energy.billing import job_cost_usd
+    from basht.energy.pricing import price_from_spec
 
     class SlowToRelease(FakeSystem):
         def undeploy(self) -> None:
@@ -112,6 +113,46 @@ def test_undeploy_runs_after_a_failure(spec, tmp_path, failing):
     assert results["status"] == "failed"
 
 
+def test_on_stored_is_told_once_the_run_is_final_before_results_json(spec, tmp_path):
+    """The CLI starts drawing the plots then: every phase and the status are in the store."""
+    told: list[tuple[Any, ...]] = []
+
+    def stored(run_id: str, status: str) -> None:
+        store = Store(spec["store"])
+        run = store.get_run(run_id)
+        written = (Path(run.results_dir) / "results.json").exists()
+        told.append((run_id, status, run.status, [p.name for p in store.phases(run_id)], written))
+        store.close()
+
+    result = run_benchmark(
+        Experiment.from_dict(spec),
+        results_root=tmp_path / "results",
+        system_factory=lambda ctx: FakeSystem(ctx, []),
+        on_stored=stored,
+    )
+    assert told == [(result.run_id, "completed", "completed", list(PHASES), False)]
+
+
+def test_an_on_stored_that_fails_changes_nothing_of_the_run(spec, tmp_path):
+    told: list[str] = []
+
+    def stored(run_id: str, status: str) -> None:
+        told.append(status)
+        raise RuntimeError("the callback broke")
+
+    with pytest.raises(BashtError, match="test broke"):  # the run's own error, not the callback's
+        run_benchmark(
+            Experiment.from_dict(spec),
+            results_root=tmp_path / "results",
+            system_factory=lambda ctx: FakeSystem(ctx, [], fail_in="test"),
+            on_stored=stored,
+        )
+    assert told == ["failed"]
+    (run,) = Store(spec["store"]).list_runs()
+    assert json.loads((Path(run.results_dir) / "results.json").read_text())["status"] == "failed"
+
+
+@pytest.mark.integration
 def test_a_real_native_run_stores_every_trial(spec, tmp_path):
     spec["workload"]["params"] = {"epoch_s": 0.01}
     spec["search"].update(max_budget=3, max_trials=5)
@@ -129,6 +170,7 @@ def test_a_real_native_run_stores_every_trial(spec, tmp_path):
     assert set(result.phases) == set(PHASES)
 
 
+@pytest.mark.integration
 def test_a_trial_that_raises_is_failed_and_the_run_goes_on(spec, tmp_path):
     spec["workload"] = {"name": "tests.user_workloads:Counter", "params": {}}
     spec["space"] = {
@@ -151,6 +193,7 @@ def test_a_trial_that_raises_is_failed_and_the_run_goes_on(spec, tmp_path):
     assert result.best_config["kind"] == "ok"
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("crash_at", [0, 2])
 def test_a_failed_trial_counts_the_segment_it_failed_in(spec, tmp_path, crash_at):
     """Table 2's d_i is every segment the trial held its worker: the load or the epoch that
@@ -176,6 +219,7 @@ def test_a_failed_trial_counts_the_segment_it_failed_in(spec, tmp_path, crash_at
             assert t.train_s >= 0.3
 
 
+@pytest.mark.integration
 def test_a_function_that_never_reports_fails_its_trials_in_one_line(spec, tmp_path):
     spec["workload"] = {"name": "tests.user_workloads:silent"}
     spec["space"] = {"x": {"type": "float", "low": 0.1, "high": 1.0}}
@@ -189,6 +233,7 @@ def test_a_function_that_never_reports_fails_its_trials_in_one_line(spec, tmp_pa
     assert all(t.error == "the workload ended without a report (call trial.report)" for t in trials)
 
 
+@pytest.mark.integration
 def test_a_plain_function_workload_runs_and_reports_per_epoch(spec, tmp_path):
     spec["workload"] = {"name": "tests.user_workloads:objective"}
     spec["space"] = {"x": {"type": "float", "low": 0.1, "high": 1.0}}
@@ -202,6 +247,7 @@ def test_a_plain_function_workload_runs_and_reports_per_epoch(spec, tmp_path):
     assert result.best_value == pytest.approx(3 * result.best_config["x"])
 
 
+@pytest.mark.integration
 def test_a_missing_metric_fails_the_trial_with_a_reason(spec, tmp_path):
     spec["workload"] = {"name": "tests.user_workloads:not_a_dict"}
     spec["space"] = {"x": {"type": "float", "low": 0.1, "high": 1.0}}
@@ -216,6 +262,7 @@ def test_a_missing_metric_fails_the_trial_with_a_reason(spec, tmp_path):
     assert all(t.state == "failed" and "missing or not finite" in t.error for t in trials)
 
 
+@pytest.mark.integration
 def test_grid_search_runs_every_configuration(spec, tmp_path):
     spec["space"] = {
         "x": {"type": "choice", "values": [0.0, 0.5]},
@@ -236,6 +283,7 @@ def test_grid_search_runs_every_configuration(spec, tmp_path):
     )
 
 
+@pytest.mark.integration
 def test_target_stops_the_job(spec, tmp_path):
     spec["workload"] = {"name": "tests.user_workloads:Counter"}
     spec["space"] = {"x": {"type": "float", "low": 1.0, "high": 2.0}}
@@ -247,6 +295,7 @@ def test_target_stops_the_job(spec, tmp_path):
     assert store.get_run(result.run_id).stop_reason == "target 2.0 reached"
 
 
+@pytest.mark.integration
 def test_table_2_adds_up_and_counts_exactly_the_wasted_trials(spec, tmp_path):
     spec["workload"] = {"name": "tests.user_workloads:Counter"}
     spec["space"] = {

@@ -107,6 +107,7 @@ def test_bad_environment_values_are_named(basht, tmp_path):
     assert "BASHT_BSO_PORT" in line and "integer" in line
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("command", ["migrate", "serve"])
 def test_a_database_path_that_cannot_be_opened_is_one_line(tmp_path, command):
     """A folder where the SQLite file should be: the async driver's worker thread used to print

@@ -14,6 +14,8 @@ from tests.postgres import free_port
 pytest.importorskip("torch")
 pytest.importorskip("sklearn")
 
+pytestmark = pytest.mark.integration
+
 
 def test_the_digits_job_recurs_and_the_server_learns(server):
     outcomes = []

@@ -81,6 +81,7 @@ def test_fixed_baselines():
     assert simulate_fixed(trace, 4, 5, seed=1) is None  # batch size 4 never converges
 
 
+@pytest.mark.integration
 def test_the_simulate_command_prints_the_comparison(tmp_path):
     out = tmp_path / "sim.json"
     proc = basht(
@@ -103,6 +104,7 @@ def test_the_simulate_command_prints_the_comparison(tmp_path):
     assert len(saved["policies"][0]["runs"]) >= 6
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("args", "named"),
     [

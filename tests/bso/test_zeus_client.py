@@ -14,18 +14,13 @@ import sys
 import pytest
 
 from tests.bso.support import ROOT, basht_env
+from tests.tools import requires_tool
 
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from zeus_venv import venv_path, zeus_python  # noqa: E402
+pytestmark = pytest.mark.integration
 
 
+@requires_tool("zeus-venv")
 def test_zeus_client_completes_a_recurring_job(tmp_path):
-    try:
-        zeus_python("client", create=False)
-    except FileNotFoundError:
-        pytest.skip(
-            f"no Zeus venv at {venv_path('client')}: run `python benchmarks/zeus_client_compat.py` once"
-        )
     out = tmp_path / "compat.json"
     proc = subprocess.run(
         [

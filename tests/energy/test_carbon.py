@@ -26,6 +26,7 @@ from basht.energy.carbon import (
     table_zones,
 )
 from basht.errors import BashtError, ExperimentError
+from basht.experiment import CarbonSpec, Experiment
 
 KWH_J = 3.6e6
 
@@ -279,6 +280,7 @@ class _Clock:
         return self.now
 
 
+@pytest.mark.integration
 def test_electricitymaps_sends_token_and_zone_and_parses_value(api: _Api) -> None:
     live = ElectricityMapsIntensity("DE", "secret-token", base_url=api.base_url, timeout_s=2)
     assert not live.is_static
@@ -289,6 +291,7 @@ def test_electricitymaps_sends_token_and_zone_and_parses_value(api: _Api) -> Non
     assert "secret-token" not in description
 
 
+@pytest.mark.integration
 def test_electricitymaps_caches_for_the_configured_period(api: _Api) -> None:
     clock = _Clock()
     live = ElectricityMapsIntensity("DE", "t", base_url=api.base_url, cache_s=60, clock=clock)
@@ -302,6 +305,7 @@ def test_electricitymaps_caches_for_the_configured_period(api: _Api) -> None:
     assert len(api.requests) == 2
 
 
+@pytest.mark.integration
 def test_electricitymaps_falls_back_to_table_on_http_500(
     api: _Api, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -316,6 +320,7 @@ def test_electricitymaps_falls_back_to_table_on_http_500(
     assert live.last_used == "fallback"
 
 
+@pytest.mark.integration
 def test_electricitymaps_falls_back_on_a_body_without_a_value(api: _Api) -> None:
     api.body = {"zone": "DE", "carbonIntensity": None}
     live = ElectricityMapsIntensity("DE", "t", base_url=api.base_url, timeout_s=2)
@@ -334,6 +339,7 @@ def test_electricitymaps_falls_back_when_unreachable(caplog: pytest.LogCaptureFi
     assert "fallback" in live.describe()
 
 
+@pytest.mark.integration
 def test_electricitymaps_subzone_falls_back_to_its_country(api: _Api) -> None:
     api.status = 503
     live = ElectricityMapsIntensity("US-CAL-CISO", "t", base_url=api.base_url, timeout_s=2)
@@ -351,50 +357,53 @@ def test_electricitymaps_unknown_zone_fails_at_construction() -> None:
 def test_spec_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ELECTRICITYMAPS_TOKEN", raising=False)
     path = _series(tmp_path, "timestamp,g_per_kwh\n0,42\n")
-    assert isinstance(intensity_from_spec({"g_per_kwh": 380, "region": "DE"}), StaticIntensity)
-    assert isinstance(intensity_from_spec({"csv": str(path), "region": "DE"}), TimeSeriesIntensity)
-    table = intensity_from_spec({"region": "DE"})
+    assert isinstance(intensity_from_spec(CarbonSpec(g_per_kwh=380)), StaticIntensity)
+    assert isinstance(intensity_from_spec(CarbonSpec(csv=str(path))), TimeSeriesIntensity)
+    table = intensity_from_spec(CarbonSpec(region="DE"))
     assert isinstance(table, TableIntensity) and table.zone == "DEU"
 
 
 def test_spec_accepts_a_pydantic_object() -> None:
-    from basht.experiment import CarbonSpec
-
     assert intensity_from_spec(CarbonSpec(g_per_kwh=12.5)).g_per_kwh(0) == 12.5
     assert intensity_from_spec(CarbonSpec(region="gcp:europe-west3")).g_per_kwh(0) == 345.0
 
 
+@pytest.mark.integration
 def test_spec_with_token_goes_live_with_table_fallback(
     api: _Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ELECTRICITYMAPS_TOKEN", "from-env")
-    live = intensity_from_spec({"region": "aws:eu-central-1"})
+    live = intensity_from_spec(CarbonSpec(region="aws:eu-central-1"))
     assert isinstance(live, ElectricityMapsIntensity)
     assert live.zone == "DE"  # a cloud region asks for its country
     assert live.fallback.zone == "aws:eu-central-1"
     live.base_url = api.base_url
     assert live.g_per_kwh(0.0) == 123.0
     assert api.requests[-1][1] == "from-env"
-    explicit = intensity_from_spec({"region": "DEU", "electricitymaps_token": "from-file"})
+    explicit = intensity_from_spec(CarbonSpec(region="DEU", electricitymaps_token="from-file"))
     assert isinstance(explicit, ElectricityMapsIntensity) and explicit.zone == "DE"
 
 
+# The block as the experiment file gives it: the schema checks its keys and values once, and
+# intensity_from_spec what only the table or the series knows; either names the key path.
 @pytest.mark.parametrize(
-    ("spec", "match"),
+    ("block", "match"),
     [
-        ({}, "give region, g_per_kwh or csv"),
+        ({}, "give exactly one of region, g_per_kwh or csv"),
         ({"region": "Atlantis"}, "'Atlantis'"),
-        ({"g_per_kwh": -3}, ">= 0"),
-        ({"regoin": "DE"}, "'regoin'"),
+        ({"g_per_kwh": -3}, "g_per_kwh: Input should be greater than or equal to 0"),
+        ({"regoin": "DE"}, "measure.carbon.regoin: unknown key"),
     ],
 )
 def test_bad_spec_is_one_clear_line(
-    spec: dict, match: str, monkeypatch: pytest.MonkeyPatch
+    spec: dict, block: dict, match: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("ELECTRICITYMAPS_TOKEN", raising=False)
+    spec["measure"] = {"carbon": block}
     with pytest.raises(BashtError, match=match) as info:
-        intensity_from_spec(spec)
+        intensity_from_spec(Experiment.from_dict(spec).measure.carbon)
     assert "\n" not in str(info.value)
+    assert "measure.carbon" in str(info.value)
 
 
 def test_emissions_reject_a_backwards_span() -> None:

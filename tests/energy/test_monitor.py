@@ -109,6 +109,7 @@ def test_windows_measure_the_energy_between_begin_and_end():
     assert 0.25 < m.time_s < 1.0
 
 
+@pytest.mark.integration
 def test_real_busy_processes_get_their_energy_and_everything_adds_up():
     busy = [
         subprocess.Popen(

@@ -9,6 +9,7 @@ import pytest
 
 from basht.energy import NvmlSource
 from basht.energy import nvml as nvml_module
+from tests.tools import requires_tool
 
 
 class FakeDriver(types.ModuleType):
@@ -87,15 +88,7 @@ def test_no_driver_is_unavailable(monkeypatch):
         NvmlSource()
 
 
-def _real_gpus() -> int:
-    try:
-        import torch
-    except ImportError:
-        return 0
-    return torch.cuda.device_count()
-
-
-@pytest.mark.skipif(_real_gpus() == 0, reason="needs a CUDA GPU and its NVML driver")
+@requires_tool("cuda")  # and its NVML driver
 def test_a_real_gpu_draws_more_under_load_than_idle():
     import time
 

@@ -11,6 +11,8 @@ import pytest
 
 from basht.engine import COMPLETE, CONTINUE, LocalExecutor, TrialTask, WorkloadRef
 
+pytestmark = pytest.mark.integration
+
 CONFIG = {"lr": 0.01, "hidden": 32, "batch_size": 64}
 REF = WorkloadRef("digits-mlp")
 

@@ -21,6 +21,7 @@ from basht.experiment import Experiment
 from basht.store import Store
 from basht.workloads import Resources
 from basht.workloads.digits import DigitsMLP
+from tests.tools import requires_tool
 
 CONFIG = {"lr": 0.01, "hidden": 32, "batch_size": 64}
 REF = WorkloadRef("digits-mlp")
@@ -53,6 +54,7 @@ def _straight(epochs: int) -> list[dict[str, float]]:
     return out
 
 
+@pytest.mark.integration
 def test_a_trial_grows_over_both_devices_then_moves_back_with_the_same_result():
     ex = LocalExecutor(workers=2, devices=DEVICES, scheduler="fluid", min_share=0.5)
     ex.start()
@@ -89,6 +91,7 @@ def test_a_trial_grows_over_both_devices_then_moves_back_with_the_same_result():
         assert got["loss"] == pytest.approx(want["loss"], rel=1e-3)
 
 
+@pytest.mark.integration
 def test_more_workers_than_devices_share_them():
     ex = LocalExecutor(workers=4, devices=DEVICES, scheduler="fifo")
     assert ex.min_share == 0.5
@@ -117,6 +120,7 @@ def test_workers_that_cannot_fit_their_share_are_refused():
         LocalExecutor(workers=2, devices=DEVICES, min_share=0.3)
 
 
+@pytest.mark.integration
 def test_a_gpu_experiment_runs_end_to_end_on_listed_devices(tmp_path):
     spec = yaml.safe_load(Path("examples/digits-asha.yaml").read_text())
     spec["search"].update(max_trials=6, max_budget=3)
@@ -158,7 +162,8 @@ def test_a_share_that_does_not_pack_is_refused_when_the_file_is_read(spec):
         Experiment.from_dict(spec)
 
 
-@pytest.mark.skipif(_cuda_devices() == 0, reason="needs a CUDA GPU")
+@pytest.mark.integration
+@requires_tool("cuda")
 def test_digits_asha_on_a_real_gpu_books_its_gpu_energy_to_the_trials_sharing_it(tmp_path):
     spec = yaml.safe_load(Path("examples/digits-asha.yaml").read_text())
     spec["resources"].update(accelerator="gpu", workers=2)  # both on cuda:0, half each

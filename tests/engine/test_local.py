@@ -46,6 +46,7 @@ def _train(ex, task, epochs: int, end: str, path: str | None = None):
     )
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("workload", ["digits-mlp", "digits-sgd"])
 def test_pause_and_resume_equals_an_uninterrupted_trial(executor, tmp_path, workload):
     ref = WorkloadRef(workload, {}, experiment_seed=0)
@@ -66,6 +67,7 @@ def test_pause_and_resume_equals_an_uninterrupted_trial(executor, tmp_path, work
     assert [r.metrics for r in first + second] == [r.metrics for r in straight]
 
 
+@pytest.mark.integration
 def test_stop_ends_a_running_trial_and_frees_the_worker(executor):
     ref = WorkloadRef("sleep", {"epoch_s": 0.01})
     reports, stopped = _train(executor, TrialTask(1, {"x": 0.0}, ref, seed=0), 2, STOP)
@@ -73,6 +75,7 @@ def test_stop_ends_a_running_trial_and_frees_the_worker(executor):
     assert executor.idle_workers == 2
 
 
+@pytest.mark.integration
 def test_each_trial_load_train_validate_are_timed(executor):
     ref = WorkloadRef("sleep", {"epoch_s": 0.05})
     task = TrialTask(1, {"x": 0.0}, ref, seed=0)
@@ -84,6 +87,7 @@ def test_each_trial_load_train_validate_are_timed(executor):
     assert loaded.load_s >= 0 and report.train_s >= 0.05 and report.validate_s >= 0
 
 
+@pytest.mark.integration
 def test_a_killed_worker_fails_its_trial_and_is_replaced(executor):
     ref = WorkloadRef("sleep", {"epoch_s": 5.0})
     executor.submit(TrialTask(1, {"x": 0.0}, ref, seed=0))
@@ -100,6 +104,7 @@ def test_a_killed_worker_fails_its_trial_and_is_replaced(executor):
     _train(executor, TrialTask(2, {"x": 0.0}, WorkloadRef("sleep"), seed=0), 1, COMPLETE)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("report", ["read", "unread"])
 def test_a_worker_that_dies_after_its_report_fails_its_trial_only(executor, report):
     """The driver may read a report, or see it with the worker's death in one poll, before it
@@ -129,6 +134,7 @@ def test_a_worker_that_dies_after_its_report_fails_its_trial_only(executor, repo
     _train(executor, TrialTask(2, {"x": 0.0}, WorkloadRef("sleep"), seed=0), 1, COMPLETE)
 
 
+@pytest.mark.integration
 def test_workers_are_held_to_their_thread_count():
     ex = LocalExecutor(workers=1, threads=2)
     ex.start()
@@ -166,6 +172,7 @@ class KillsItsWorker:
         return {"accuracy": float(self.epoch)}
 
 
+@pytest.mark.integration
 def test_a_trial_whose_worker_dies_counts_the_segment_it_died_in(spec, tmp_path):
     """Table 2's d_i: the epoch a killed worker was in held that worker too."""
     from basht.bench import run_benchmark
@@ -192,6 +199,7 @@ def swallows_stop(config, trial) -> None:
             trial.report(step, accuracy=float(step))
 
 
+@pytest.mark.integration
 def test_a_function_that_catches_stop_trial_reports_no_more(executor):
     ref = WorkloadRef("tests.engine.test_local:swallows_stop")
     executor.submit(TrialTask(1, {}, ref, seed=0, target_budget=4))
@@ -213,6 +221,7 @@ def test_a_state_that_cannot_be_saved_leaves_no_partial_file(tmp_path):
     assert list(target.parent.iterdir()) == []
 
 
+@pytest.mark.integration
 def test_a_starting_worker_leaves_ctrl_c_to_the_driver(capfd):
     """Ctrl-C reaches the whole process group, workers still importing included: they must not
     die of it (with a KeyboardInterrupt traceback each); the driver shuts them down."""

@@ -1,7 +1,8 @@
 """The Ray executor: a whole run on a Ray of its own, a real two-node cluster on 127.0.0.1 that loses
 a node mid-run, and lost workers whose trials go back to the queue.
 
-Needs Ray, iproute2 and root (network namespaces); these tests fail, never skip, without them.
+Needs Ray; the two-node cluster also needs iproute2 and root (network namespaces), and its tests
+skip without them.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ import ray
 import yaml
 
 from basht.energy import StaticIntensity
-from basht.energy.pricing import Price, job_cost_usd
+from basht.energy.billing import job_cost_usd, provisioned_s, ray_node_lifetimes, ray_nodes
+from basht.energy.pricing import Price
 from basht.engine import (
     COMPLETE,
     CONTINUE,
@@ -38,18 +40,19 @@ from basht.engine import (
     TrialEvent,
     TrialTask,
     WorkloadRef,
-    ray_session,
 )
-from basht.engine.ray_meter import NodeMeters
-from basht.engine.ray_session import _on_loopback
-from basht.engine.ray_watchdog import end, session_processes
+from basht.engine.ray import session as ray_session
+from basht.engine.ray.meter import NodeMeters
+from basht.engine.ray.session import _on_loopback
+from basht.engine.ray.watchdog import end, session_processes
 from basht.errors import ExperimentError, StoreError
 from basht.experiment import Experiment, MeasureSpec, ResourcesSpec
-from basht.metrics import compute_metrics, provisioned_s, ray_node_lifetimes, ray_nodes
+from basht.metrics import compute_metrics
 from basht.report.results import build_summary
 from basht.store import Store
 from tests.cli import ROOT, wait_for_trials
 from tests.cli import cli_env as _env
+from tests.tools import need_tool
 
 # What the whole runs here are billed at: 0.001 USD a second, per second, no minimum.
 PRICE = Price(usd_per_hour=3.6, vcpus=2)
@@ -101,6 +104,7 @@ def _reaped(report: Path, *command: str) -> list[str]:
 # -- a whole run on a Ray of its own ---------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_a_ray_run_goes_through_every_phase_and_leaves_no_process_or_folder(
     spec, write_spec, tmp_path
 ):
@@ -148,6 +152,7 @@ def test_a_ray_run_goes_through_every_phase_and_leaves_no_process_or_folder(
     assert _oc(store, run.id) == pytest.approx(job_cost_usd(PRICE, provisioned_s(store, run.id)))
 
 
+@pytest.mark.integration
 def test_a_driver_killed_outright_leaves_no_ray_process_or_folder(spec, write_spec, tmp_path):
     spec["executor"] = "ray"
     spec["workload"]["params"] = {"epoch_s": 0.2}
@@ -195,6 +200,7 @@ def _closed_port() -> int:
         return probe.getsockname()[1]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("scheme", ["", "ray://"])
 def test_a_cluster_address_nothing_answers_at_is_a_one_line_error(spec, tmp_path, scheme):
     address = f"{scheme}127.0.0.1:{_closed_port()}"
@@ -340,8 +346,7 @@ def _kill_tree(proc: subprocess.Popen[bytes]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    if shutil.which("ip") is None:
-        pytest.fail("the two-node Ray test needs `ip` (apt-get install iproute2)")
+    need_tool("ip")  # network namespaces, as root (the tests are marked needs_root)
     namespace, root = f"basht-ray-{os.getpid()}", _short_temp()
     env = {
         **_env(),
@@ -414,6 +419,8 @@ def _finished(store: Store, run_id: str) -> dict[int, tuple[str, float | None, i
     return {t.number: (t.state, t.value, t.budget) for t in store.trials(run_id) if t.state in done}
 
 
+@pytest.mark.needs_root
+@pytest.mark.integration
 def test_a_worker_no_node_can_hold_is_a_one_line_error(cluster):
     path, _ = _digits_asha_on(cluster, "no-room")
     spec = yaml.safe_load(path.read_text())
@@ -426,6 +433,8 @@ def test_a_worker_no_node_can_hold_is_a_one_line_error(cluster):
     assert "Traceback" not in err
 
 
+@pytest.mark.needs_root
+@pytest.mark.integration
 def test_a_wrong_token_is_a_one_line_error(cluster):
     path, url = _digits_asha_on(cluster, "wrong-token")
     driver = subprocess.Popen(
@@ -455,6 +464,8 @@ def test_a_wrong_token_is_a_one_line_error(cluster):
     assert run.status == "failed"
 
 
+@pytest.mark.needs_root
+@pytest.mark.integration
 def test_digits_asha_through_ray_client_meters_every_trial_on_its_own_node(cluster):
     # 16 trials of the example's 32: both nodes get trials, in half the time
     path, url = _digits_asha_on(cluster, "client", address="ray://127.0.0.1:10001", trials=16)
@@ -507,6 +518,8 @@ def test_digits_asha_through_ray_client_meters_every_trial_on_its_own_node(clust
     assert _oc(store, run.id) == pytest.approx(2 * held) and held > 0
 
 
+@pytest.mark.needs_root
+@pytest.mark.integration
 def test_digits_asha_on_two_nodes_completes_after_losing_one(cluster):
     path, url = _digits_asha_on(cluster, "lose-a-node")
     driver = cluster.run(sys.executable, "-m", "basht.cli", "run", "-q", str(path))
@@ -619,17 +632,20 @@ def _await_idle(ex: RayExecutor, workers: int) -> None:
         assert ex.poll(1.0) == []
 
 
+@pytest.mark.integration
 def test_a_local_ray_started_after_ray_was_imported_stays_on_loopback(executor):
     # This module imported Ray before the executor started it: Ray had read its environment.
     assert [node["NodeManagerAddress"] for node in ray.nodes()] == ["127.0.0.1"]
 
 
+@pytest.mark.integration
 def test_ray_workers_run_at_the_priority_of_local_workers(executor):
     # Ray's default niceness for its workers is 15: trials would yield the CPU to any process.
     pids = [executor.pid_of(worker) for worker in range(2)]
     assert all(pids) and {psutil.Process(pid).nice() for pid in pids} == {0}
 
 
+@pytest.mark.integration
 def test_a_pause_comes_back_through_the_object_store_and_resumes_the_same(executor, tmp_path):
     ref, config = WorkloadRef("digits-sgd"), {"alpha": 1e-3}
     straight = _straight(executor, TrialTask(1, config, ref, seed=11), 4)
@@ -647,6 +663,7 @@ def test_a_pause_comes_back_through_the_object_store_and_resumes_the_same(execut
     assert first + second == straight
 
 
+@pytest.mark.integration
 def test_a_lost_worker_requeues_its_trial_from_its_checkpoint_and_no_epoch_is_told_twice(
     executor, tmp_path
 ):
@@ -680,6 +697,7 @@ def test_a_lost_worker_requeues_its_trial_from_its_checkpoint_and_no_epoch_is_to
     assert executor.pid_of(worker) not in (None, pid)  # replaced
 
 
+@pytest.mark.integration
 def test_a_trial_told_to_stop_before_its_worker_was_lost_just_stops(executor):
     ref = WorkloadRef("sleep", {"epoch_s": 0.01})
     worker = executor.submit(TrialTask(5, {"x": 0.5}, ref, seed=1))
@@ -693,6 +711,7 @@ def test_a_trial_told_to_stop_before_its_worker_was_lost_just_stops(executor):
     _await_idle(executor, 2)
 
 
+@pytest.mark.integration
 def test_a_worker_out_of_sight_is_metered_on_its_node_and_a_lost_meter_marks_its_trials(
     executor, monkeypatch
 ):
@@ -750,6 +769,7 @@ finally:
 """
 
 
+@pytest.mark.integration
 def test_each_ray_worker_knows_the_gpu_ray_gave_it_for_its_energy():
     # A Ray of its own that believes it has two GPUs (none is touched): 4 workers, half a GPU each.
     proc = subprocess.run(

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from basht.engine.ray_actor import machine_of, process_view
-from basht.engine.ray_meter import NodeMeters
+from basht.engine.ray.actor import machine_of, process_view
+from basht.engine.ray.meter import NodeMeters
 from basht.experiment import MeasureSpec, ResourcesSpec
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from basht.engine.ray_nodes import NodeLedger
+from basht.engine.ray.nodes import NodeLedger
 
 
 def _node(node_id: str, alive: bool = True) -> dict:

@@ -42,6 +42,7 @@ def _table(values, mode="max", seconds=None):
     )
 
 
+@pytest.mark.integration
 def test_a_run_becomes_a_table_of_its_stored_reports(recorded_run):
     url, run_id, _ = recorded_run
     curves = RecordedCurves.from_run(url, run_id)
@@ -60,6 +61,7 @@ def test_a_run_becomes_a_table_of_its_stored_reports(recorded_run):
     assert curves.load_s > 0.0
 
 
+@pytest.mark.integration
 def test_saved_tables_load_back_gzipped_or_not(recorded_run, tmp_path):
     url, run_id, _ = recorded_run
     curves = RecordedCurves.from_run(url, "latest")
@@ -125,6 +127,7 @@ def test_the_target_is_as_rare_as_asked():
         curves.target(0.0)
 
 
+@pytest.mark.integration
 def test_algorithms_run_on_recorded_curves_and_stop_at_the_recorded_end(recorded_run):
     url, run_id, _ = recorded_run
     curves = RecordedCurves.from_run(url, run_id)
@@ -149,6 +152,7 @@ def _run(tmp_path, **changes):
     return spec["store"], basht.run(spec, results_root=tmp_path / "results").run_id
 
 
+@pytest.mark.integration
 def test_trials_stopped_early_are_left_out(tmp_path):
     url, run_id = _run(tmp_path, search={"pruner": "asha", "max_budget": 4, "eta": 2})
     store = Store(url)
@@ -158,6 +162,7 @@ def test_trials_stopped_early_are_left_out(tmp_path):
     assert curves.configs == full and curves.source["left_out"] == 4 - len(full) > 0
 
 
+@pytest.mark.integration
 def test_a_run_with_no_full_curve_is_refused_in_one_line(tmp_path):
     with pytest.raises(BashtError, match="nothing to test"):  # every trial failed to load
         _run(
@@ -203,6 +208,7 @@ def test_bad_tables_are_refused():
         _table([[0.1]], mode="up")
 
 
+@pytest.mark.integration
 def test_basht_curves_writes_the_table_and_names_what_is_wrong(recorded_run, tmp_path):
     from tests.cli import basht as basht_cli
 

@@ -80,6 +80,7 @@ def test_a_bad_power_figure_is_one_line_naming_it(power, message):
         profile_from_dict(FLAT | {"power_w": power})
 
 
+@pytest.mark.integration
 def test_basht_plan_by_energy_from_the_command_line(tmp_path):
     example = ["examples/plan/sha-81.yaml", "--deadline", "1h", "--runs", "50"]
     powered = ["--profile", "examples/plan/p3-profile.yaml"]

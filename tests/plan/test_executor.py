@@ -121,6 +121,7 @@ def test_new_instances_start_beside_the_live_ones_and_join_when_ready():
     assert cluster.bill_usd() == pytest.approx(3 * 60 * 0.001)  # each lived 40 s: 60 s minimum
 
 
+@pytest.mark.integration
 def test_local_workers_can_start_without_waiting_and_join_when_set_up():
     from basht.engine.local import LocalExecutor
     from basht.engine.messages import WorkloadRef
@@ -241,6 +242,7 @@ def planned(tmp_path) -> Path:
     return tmp_path
 
 
+@pytest.mark.integration
 def test_a_plan_must_be_for_the_files_job_and_run_where_it_can(planned):
     plan = json.loads((planned / "plan.json").read_text())
     wrong = [
@@ -262,6 +264,7 @@ def test_a_plan_must_be_for_the_files_job_and_run_where_it_can(planned):
     assert "pruner sha, plan 3 1 2 (instances per stage)" in checked.stdout
 
 
+@pytest.mark.integration
 def test_basht_run_follows_the_plan_stage_by_stage_and_bills_its_instances(planned):
     proc = _basht("run", "exp.yaml", "--plan", "plan.json", "-q", cwd=planned)
     assert proc.returncode == 0, proc.stderr + proc.stdout
@@ -312,6 +315,7 @@ def test_basht_run_follows_the_plan_stage_by_stage_and_bills_its_instances(plann
     assert cluster["estimate"]["cost_usd"] > 0 and cluster["plan"] == [3, 1, 2]
 
 
+@pytest.mark.integration
 def test_a_replanned_run_follows_the_trial_times_it_sees(planned):
     """The trials sleep far less than the profile's 0.3 s an epoch, and the deadline is a
     minute: at each barrier the rest is planned again at the speed seen. Stage 1 keeps the three
@@ -356,6 +360,7 @@ def test_a_replanned_run_follows_the_trial_times_it_sees(planned):
     assert alone.returncode == 2 and "--replan needs a plan" in alone.stderr
 
 
+@pytest.mark.integration
 def test_a_pre_provisioned_instance_is_asked_for_before_its_stages_barrier(planned):
     """Stage 2 of the plan (3, 1, 2) needs a second instance: with pre-provisioning it is asked
     for during stage 1, when the plan expects stage 1 to end less the mean start-up (about
@@ -389,6 +394,7 @@ def test_a_pre_provisioned_instance_is_asked_for_before_its_stages_barrier(plann
     assert billed[3]["lifetime_s"] >= stages[2].ended_at - stages[2].started_at
 
 
+@pytest.mark.integration
 def test_an_interrupted_plan_run_resumes_with_the_stage_it_was_in(planned):
     """Ctrl-C in the last stage, then `basht resume`: the new attempt launches the last stage's
     instances (not the first stage's), finishes the job, and both attempts' instances are billed.
@@ -492,6 +498,7 @@ def _task(trial: int, budget: int) -> TrialTask:
     return TrialTask(trial, {}, WorkloadRef("sleep"), seed=0, target_budget=budget)
 
 
+@pytest.mark.integration
 def test_a_resumed_stage_waits_for_the_trials_the_algorithm_heard_before_the_next_stage(planned):
     """The algorithm heard trial 8 at epoch 1 before the kill, so the resumed run hands out
     stage 1 while trial 8 trains again: the barrier cannot answer its reports, so no place is
@@ -511,6 +518,7 @@ def test_a_resumed_stage_waits_for_the_trials_the_algorithm_heard_before_the_nex
     assert executor.stage == 1 and len(executor.cluster.live) == 1 and workers.submitted
 
 
+@pytest.mark.integration
 def test_compare_refuses_a_plan_which_only_basht_run_follows(planned):
     from basht.bench.systems.compare import run_comparison
 
@@ -520,6 +528,7 @@ def test_compare_refuses_a_plan_which_only_basht_run_follows(planned):
     assert not (planned / "results").exists()
 
 
+@pytest.mark.integration
 def test_a_hung_trial_aborted_on_the_cluster_frees_its_place_and_its_process_ends(planned):
     """After a search ends, the Tuner aborts a trial that never reports again: on a plan's
     cluster its worker process is killed and replaced and its place offered again, rather than

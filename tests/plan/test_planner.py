@@ -223,6 +223,7 @@ def _basht(*args: str) -> subprocess.CompletedProcess[str]:
     return basht(*args, timeout=120)
 
 
+@pytest.mark.integration
 def test_basht_plan_prints_the_plan_and_writes_it(tmp_path):
     out = tmp_path / "plan.json"
     example = ["examples/plan/sha-81.yaml", "--profile", "examples/plan/p3-profile.yaml"]
@@ -252,6 +253,7 @@ def test_basht_plan_prints_the_plan_and_writes_it(tmp_path):
     )
 
 
+@pytest.mark.integration
 def test_a_profile_from_a_stored_run_holds_every_epoch_it_trained(tmp_path):
     from basht.plan.profile import profile_from_run
     from basht.store import Store
@@ -343,6 +345,7 @@ def test_a_plan_that_scales_is_found_where_no_static_cluster_meets_the_deadline(
     assert sim((7, 3, 1, 1)).jct_p95_s < statics and "680 s" in str(err.value)
 
 
+@pytest.mark.integration
 def test_basht_plan_says_when_only_a_plan_that_scales_meets_the_deadline(tmp_path):
     profile = {
         "instance": {"usd_per_hour": 4.0, "gpus": 4},
@@ -427,6 +430,7 @@ def test_the_jobs_planned_in_use_are_not_too_large(job, runs, max_instances):
     check_size(job, profile, max_instances or default_max_instances(job, profile), runs)
 
 
+@pytest.mark.integration
 def test_basht_plan_refuses_a_job_too_large_in_one_line(tmp_path):
     experiment = yaml.safe_load((ROOT / "examples/plan/sha-81.yaml").read_text())
     experiment["search"] |= {"max_trials": 65536, "max_budget": 65536, "eta": 2}

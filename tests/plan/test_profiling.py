@@ -6,11 +6,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 import yaml
 
 from basht.plan import load_profile
 from tests.cli import basht
 from tests.conftest import BASE
+
+pytestmark = pytest.mark.integration
 
 INSTANCE = "aws:p3.8xlarge"  # 4 GPUs: an instance here is 4 worker processes
 

@@ -134,6 +134,7 @@ def test_a_plan_files_profile_that_cannot_be_planned_from_names_plan_profile():
         plan_profile(spec)
 
 
+@pytest.mark.integration
 def test_a_plan_the_run_cannot_follow_is_refused_before_anything_is_stored(tmp_path):
     """What the plan's executor would refuse at deploy is checked with the file: one line, no
     run in the store, no results folder."""

@@ -15,6 +15,7 @@ from basht.store import Store
 from tests.cli import basht, cli_env
 
 
+@pytest.mark.integration
 def test_the_reports_path_is_one_line_to_copy_however_narrow_the_output(spec, tmp_path):
     store = Store(spec["store"])
     exp_id = store.add_experiment("t", Experiment.from_dict(spec).to_dict())
@@ -42,6 +43,7 @@ def _report_html(spec: dict, ref: str, cwd: Path, *out: str) -> subprocess.Compl
     return basht("report", ref, "--store", spec["store"], "--html", *out, cwd=cwd)
 
 
+@pytest.mark.integration
 def test_a_report_path_with_a_file_in_its_way_fails_before_any_plot_is_drawn(spec, tmp_path):
     """The comparison's plots, and each run's, are drawn before its page is written: a page
     that cannot be written is said first, and nothing is drawn for it."""
@@ -60,6 +62,7 @@ def test_a_report_path_with_a_file_in_its_way_fails_before_any_plot_is_drawn(spe
     assert drawn == ["comparison.json"]
 
 
+@pytest.mark.integration
 def test_a_folder_where_the_report_goes_fails_before_any_plot_is_drawn(spec, tmp_path):
     run_id = _stored_run(spec, tmp_path / "results")
     page = tmp_path / "results" / run_id / "report.html"
@@ -84,6 +87,7 @@ def test_a_report_path_in_a_folder_that_cannot_be_written_fails_at_once(spec, tm
     assert not (tmp_path / "results" / run_id).exists()
 
 
+@pytest.mark.integration
 def test_a_trial_started_over_on_resume_says_so_in_the_json(spec, tmp_path):
     """Attempt 1 ran trial 0 to epoch 2; its checkpoint gone, attempt 2 trained it again from
     epoch 1. The store keeps both attempts' reports; the report says the trial started over."""
@@ -103,6 +107,7 @@ def test_a_trial_started_over_on_resume_says_so_in_the_json(spec, tmp_path):
     assert [(t["trial"], t["budget"], t["restarts"]) for t in trials] == [(0, 3, 1), (1, 3, 0)]
 
 
+@pytest.mark.integration
 def test_the_report_says_why_trials_failed(spec, tmp_path):
     """The reasons are in results.json; the console and the page say them too, once each."""
     run_id = _stored_run(spec, tmp_path / "results")

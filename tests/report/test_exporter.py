@@ -14,6 +14,7 @@ from basht.bench import run_benchmark
 from basht.experiment import Experiment
 from basht.store import Store
 from tests.prometheus_server import free_port, prometheus
+from tests.tools import requires_tool
 
 
 def _wait_for(client, expr: str, timeout_s: float = 20.0):
@@ -27,6 +28,8 @@ def _wait_for(client, expr: str, timeout_s: float = 20.0):
     raise AssertionError(f"no series for {expr}")
 
 
+@pytest.mark.integration
+@requires_tool("prometheus")
 def test_prometheus_scrapes_the_live_exporter_during_a_run(spec, tmp_path):
     port = free_port()
     # Long enough (about 8 s of trials) for many scrapes even on a loaded machine.
@@ -55,6 +58,8 @@ def test_prometheus_scrapes_the_live_exporter_during_a_run(spec, tmp_path):
     assert any(m.name == "energy_total" and m.value > 0 for m in metrics)
 
 
+@pytest.mark.integration
+@requires_tool("prometheus")
 def test_energy_can_be_read_from_prometheus(spec, tmp_path):
     """`measure.energy: prometheus`: node energy from a counter series Prometheus scrapes."""
     registry = CollectorRegistry()
@@ -114,6 +119,7 @@ def _sleep_spec(spec, port: int) -> dict:
     return spec
 
 
+@pytest.mark.integration
 def test_a_port_picked_by_0_is_said_as_soon_as_the_exporter_serves_it(spec, write_spec, tmp_path):
     """`basht run` prints `metrics: URL` before the first phase line (and with -q too); the
     store keeps the same URL with the run's measurement settings."""
@@ -136,6 +142,7 @@ def test_a_port_picked_by_0_is_said_as_soon_as_the_exporter_serves_it(spec, writ
     assert quiet.stdout.splitlines()[0].startswith("metrics: http://127.0.0.1:")
 
 
+@pytest.mark.integration
 def test_an_on_update_object_is_told_the_url_while_it_serves(spec, tmp_path):
     """From Python: an on_update with `metrics_served(url)` is told the URL, which serves then;
     a plain callable gets TunerStatus snapshots alone."""
@@ -165,6 +172,7 @@ def test_an_on_update_object_is_told_the_url_while_it_serves(spec, tmp_path):
     assert result.status == "completed" and all(hasattr(s, "counts") for s in plain)
 
 
+@pytest.mark.integration
 def test_a_taken_port_is_one_line_naming_key_and_port_before_anything_is_stored(
     spec, write_spec, tmp_path
 ):
@@ -212,6 +220,7 @@ def test_a_port_taken_after_preflight_still_names_the_key_and_port(spec):
     )
 
 
+@pytest.mark.integration
 def test_the_metrics_url_is_in_results_json_and_the_report(spec, write_spec, tmp_path):
     from tests.test_compare import basht
 

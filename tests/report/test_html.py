@@ -5,18 +5,17 @@ from __future__ import annotations
 import base64
 import io
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.test_compare import RealComparison, basht, real_comparison
+from tests.tools import need_tool, requires_tool
 
 Image = pytest.importorskip("PIL.Image")
 pytest.importorskip("matplotlib")
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 IMG = re.compile(r'<img alt="[^"]*" src="data:image/png;base64,([A-Za-z0-9+/=]+)">')
 # The comparison's 3 plots, then each of the 3 runs' 4.
 IMAGES = 3 + 3 * 4
@@ -40,12 +39,11 @@ def page(real: RealComparison) -> Path:
 
 
 def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    if CHROMIUM is None:
-        pytest.skip("headless Chromium is not installed (apt-get install -y chromium)")
+    chromium = need_tool("chromium")  # skips the test where it is not installed
     profile = tmp_path / "chromium-profile"
     return subprocess.run(
         [
-            CHROMIUM,
+            chromium,
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
@@ -69,6 +67,7 @@ def _report(real: RealComparison, *ref: str) -> Path:
     return Path(proc.stdout.split("report:", 1)[1].split()[0])
 
 
+@pytest.mark.integration
 def test_the_comparison_report_is_one_self_contained_file(real, page):
     assert page == Path(real.comparison.folder) / "report.html"
     text = page.read_text()
@@ -87,6 +86,8 @@ def test_the_comparison_report_is_one_self_contained_file(real, page):
     assert "JCT (ms)" in text and "best validation accuracy (max)" in text
 
 
+@pytest.mark.integration
+@requires_tool("chromium")
 def test_chromium_renders_every_plot(page, tmp_path):
     probe = tmp_path / "probe.html"
     probe.write_text(page.read_text().replace("</body>", PROBE))
@@ -99,6 +100,8 @@ def test_chromium_renders_every_plot(page, tmp_path):
     assert all(w > 300 and h > 150 for w, h in shown)
 
 
+@pytest.mark.integration
+@requires_tool("chromium")
 def test_chromium_screenshot_shows_the_plots(page, tmp_path):
     shot = tmp_path / "shot.png"
     # At twice the pixel density, as on a laptop screen: a short, thin line (a run that reached
@@ -122,6 +125,7 @@ def test_chromium_screenshot_shows_the_plots(page, tmp_path):
     assert near((31, 119, 180)) and near((148, 103, 189)) and near((140, 86, 75))
 
 
+@pytest.mark.integration
 def test_a_single_run_report(real):
     run_id = real.comparison.runs[0].run_id
     page = _report(real, run_id, "--store", real.store.url)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import random
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,3 +42,29 @@ def test_energy_bars_start_at_zero_when_nothing_was_measured(drawn, tmp_path):
     trials = [(0, "failed", 0.0), (1, "completed", 0.0)]
     plots.energy_plot(trials, "estimate", tmp_path / "e.png", "energy")
     assert drawn[0].get_ylim()[0] == 0
+
+
+@pytest.mark.parametrize("horizontal", [False, True])
+def test_bars_with_their_limits_set_once_look_as_bars_added_one_by_one(tmp_path, horizontal):
+    """`limits_once` only saves time: the same limits, the same pixels (and a bar of no size
+    widens nothing, as in matplotlib)."""
+    image = pytest.importorskip("PIL.Image")
+    rng = random.Random(3)
+    lefts = [rng.uniform(-5.0, 50.0) for _ in range(300)]
+    sizes = [rng.choice([0.0, rng.uniform(0.0, 3.7)]) for _ in range(300)]
+    lanes = [rng.randrange(4) for _ in range(300)]
+    colours = [rng.choice(["#2ca02c", "#ff7f0e", "#aec7e8"]) for _ in range(300)]
+
+    def draw(path: Path, once: bool) -> tuple[Any, bytes]:
+        fig, ax = plots._figure((9, 3))
+        bars = ax.barh if horizontal else ax.bar
+        with plots.limits_once(ax) if once else contextlib.nullcontext():
+            if horizontal:
+                bars(lanes, sizes, left=lefts, height=0.7, color=colours, edgecolor="white")
+            else:
+                bars(lefts, sizes, bottom=lanes, width=0.8, color=colours)
+        plots._save(fig, path)
+        with image.open(path) as drawn:
+            return ax.dataLim.bounds, drawn.convert("RGBA").tobytes()
+
+    assert draw(tmp_path / "once.png", True) == draw(tmp_path / "each.png", False)

@@ -14,6 +14,8 @@ from tests.test_compare import RealComparison, real_comparison
 Image = pytest.importorskip("PIL.Image")
 pytest.importorskip("matplotlib")
 
+pytestmark = pytest.mark.integration
+
 RUN_PLOTS = ("best_so_far.png", "timeline.png", "energy.png", "phases.png")
 COMPARISON_PLOTS = ("best_so_far.png", "phases.png", "energy.png")
 

@@ -6,7 +6,11 @@ from __future__ import annotations
 import multiprocessing as mp
 from pathlib import Path
 
+import pytest
+
 from basht.store import Store
+
+pytestmark = pytest.mark.integration
 
 
 def _open(url: str, barrier) -> None:

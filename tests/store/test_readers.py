@@ -34,6 +34,7 @@ def test_a_reader_does_not_make_a_store_of_an_empty_or_unrelated_database(tmp_pa
     assert path.read_bytes() == before
 
 
+@pytest.mark.integration
 def test_a_file_that_is_not_sqlite_is_one_line_and_exit_code_2(tmp_path):
     path = tmp_path / "basht.db"
     path.write_bytes(b"not a database, but something of the user's\n" * 100)

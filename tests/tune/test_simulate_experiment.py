@@ -142,6 +142,7 @@ def test_a_malformed_table_is_refused_in_one_line_before_simulating(tmp_path, ta
     assert str(path) in str(err.value) and "\n" not in str(err.value)
 
 
+@pytest.mark.integration
 def test_basht_simulate_on_the_shipped_digits_curves():
     example = str(ROOT / "examples" / "digits-asha.yaml")
     proc = basht(

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from basht.engine import COMPLETE, CONTINUE, PAUSE, STOP, TrialEvent, TrialTask, WorkloadRef
+from basht.engine.base import Executor
 from basht.errors import ExperimentError
 from basht.experiment import Experiment
 from basht.space import Float, SearchSpace
@@ -23,7 +24,7 @@ from tests.cli import basht, process_alive
 _ENDS = {STOP: "stopped", PAUSE: "paused", COMPLETE: "completed"}
 
 
-class PacedExecutor:
+class PacedExecutor(Executor):
     """Virtual workers on a virtual clock that, unlike the simulated executor, waits out a poll's
     timeout as a real executor does: epoch `e` of trial `t` takes `epoch_s(t, e)` seconds, and an
     infinite one never ends (a hung step). Each report's accuracy is its epoch."""
@@ -148,6 +149,7 @@ def test_stop_grace_s_defaults_to_a_minute_and_is_checked(spec):
             Experiment.from_dict(spec)
 
 
+@pytest.mark.integration
 def test_a_real_run_with_a_hung_trial_ends_at_its_time_budget_and_keeps_the_rest(spec, tmp_path):
     flag = tmp_path / "hung.pid"
     spec["workload"] = {
@@ -187,6 +189,7 @@ def test_a_real_run_with_a_hung_trial_ends_at_its_time_budget_and_keeps_the_rest
     assert {m.name for m in store.metrics(run.id)} >= {"JCT", "WTT"}
 
 
+@pytest.mark.integration
 def test_resume_runs_a_trial_the_grace_aborted_again(spec, tmp_path):
     """A run whose only result hung has nothing to test and fails; `basht resume` restarts the
     aborted trial, as it does one Ctrl-C cut short (the algorithm never heard it end)."""

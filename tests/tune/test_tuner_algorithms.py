@@ -29,6 +29,7 @@ def test_every_algorithm_runs_to_the_end_on_simulated_workers(make, workers):
     assert result.best_value is not None
 
 
+@pytest.mark.integration
 def test_digits_asha_stores_stops_and_promotions_and_resumes_exactly(tmp_path):
     store_url = f"sqlite:///{tmp_path / 'asha.db'}"
     proc = _basht(

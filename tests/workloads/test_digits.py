@@ -213,6 +213,7 @@ def test_sgd_bad_values_fail_at_load(config: dict[str, Any]) -> None:
         DigitsSGD().load(config, ONE_CPU)
 
 
+@pytest.mark.integration
 def test_digits_sgd_works_without_torch() -> None:
     # A finder that refuses torch, as if it were not installed (sys.modules["torch"] = None would
     # confuse scipy, which looks torch up in sys.modules).

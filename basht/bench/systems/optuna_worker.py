@@ -31,6 +31,8 @@ from basht.bench.systems.trial import (
 from basht.engine.messages import WorkloadRef
 from basht.engine.threads import limit_threads
 from basht.experiment import Experiment
+from basht.states import Command
+from basht.states import TrialState as State
 from basht.workloads import StopTrial, is_function_workload, resolve_workload
 
 
@@ -159,44 +161,45 @@ class _OptunaTrial:
                 self.trial, self.experiment.search_space, self.search.sampler == "grid"
             )
         except Exception as err:  # a space Optuna cannot draw from: the trial fails, visibly
-            config, state, error = {}, "failed", reason(err)
+            config, state, error = {}, State.FAILED, reason(err)
         else:
-            state, error = "running", None
+            state, error = State.RUNNING, None
         assigned = self.channel.request(
             Started(self.number, config, os.getpid(), time.time(), self.number, self.index)
         )
-        if state == "running":
+        if state == State.RUNNING:
             try:
                 if is_function_workload(resolve_workload(self.ref.name)):
                     state, error = self._run_function(config)
                 else:
                     state, error, checkpoint = self._run_class(config, assigned.seed)
             except Exception as err:
-                state, error = "failed", reason(err)
-        if state == "completed" and self.value is None:
-            state, error = "failed", "the trial reported no value"
+                state, error = State.FAILED, reason(err)
+        if state == State.COMPLETED and self.value is None:
+            state, error = State.FAILED, "the trial reported no value"
         with contextlib.suppress(Exception):  # the driver's record matters more than Optuna's
-            if state == "completed":
+            if state == State.COMPLETED:
                 self.study.tell(self.trial, self.value)
             else:
                 self.study.tell(
-                    self.trial, state=TrialState.PRUNED if state == "stopped" else TrialState.FAIL
+                    self.trial,
+                    state=TrialState.PRUNED if state == State.STOPPED else TrialState.FAIL,
                 )
         self.channel.send(Ended(self.number, state, time.time(), error, checkpoint))
 
-    def _verdict(self, epoch: int, value: float) -> str:
+    def _verdict(self, epoch: int, value: float) -> Command:
         """continue, stop or complete, in native's order: target, job stop, budget, pruner."""
         self.value = value
         self.trial.report(value, epoch)
         target, mode = self.search.target, self.search.mode
         if target is not None and (value >= target if mode == "max" else value <= target):
             self.shared.stop.set()  # the job ends: this trial completes, the others stop
-            return "complete"
+            return Command.COMPLETE
         if self.shared.stop.is_set():
-            return "stop"
+            return Command.STOP
         if self.search.max_budget is not None and epoch >= self.search.max_budget:
-            return "complete"
-        return "stop" if self.trial.should_prune() else "continue"
+            return Command.COMPLETE
+        return Command.STOP if self.trial.should_prune() else Command.CONTINUE
 
     def _run_class(self, config: dict[str, Any], seed: int) -> tuple[str, str | None, str | None]:
         runner = EpochRunner(self.ref, config, seed, self.cpus)
@@ -206,16 +209,16 @@ class _OptunaTrial:
             self.channel.send(Reported(self.number, runner.epochs, metrics, train_s, validate_s))
             problem = metric_problem(metrics, self.search.metric)
             if problem:
-                return "failed", problem, None
+                return State.FAILED, problem, None
             verdict = self._verdict(runner.epochs, metrics[self.search.metric])
-            if verdict == "stop":
-                return "stopped", None, None
-            if verdict == "complete":
+            if verdict == Command.STOP:
+                return State.STOPPED, None, None
+            if verdict == Command.COMPLETE:
                 value = metrics[self.search.metric]
                 path = self.channel.request(Completing(self.number, runner.epochs, value))
                 if path:
                     runner.save_final(path)
-                return "completed", None, path
+                return State.COMPLETED, None, path
 
     def _run_function(self, config: dict[str, Any]) -> tuple[str, str | None]:
         reporter = _Reporter(self, config)
@@ -224,7 +227,7 @@ class _OptunaTrial:
         except StopTrial:
             pass
         except _Failed as failed:
-            return "failed", str(failed)
+            return State.FAILED, str(failed)
         return reporter.outcome, None
 
 
@@ -238,7 +241,7 @@ class _Reporter:
     def __init__(self, run: _OptunaTrial, config: dict[str, Any]):
         self.run, self.config = run, dict(config)
         self.budget = run.search.max_budget
-        self.outcome = "completed"
+        self.outcome = State.COMPLETED
         self._last = time.perf_counter()
 
     def report(self, step: int, **metrics: float) -> None:
@@ -251,6 +254,6 @@ class _Reporter:
             raise _Failed(problem)
         verdict = run._verdict(int(step), values[run.search.metric])
         self._last = time.perf_counter()
-        if verdict != "continue":
-            self.outcome = "completed" if verdict == "complete" else "stopped"
+        if verdict != Command.CONTINUE:
+            self.outcome = State(verdict.ending)
             raise StopTrial(self.outcome)

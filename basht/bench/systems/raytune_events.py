@@ -19,6 +19,7 @@ from basht.bench.systems.messages import Loaded, Reported, Started
 from basht.bench.systems.raytune_map import basht_config, trial_number
 from basht.bench.systems.raytune_trainable import EPOCH, LOAD_S, METRICS, TRAIN_S, VALIDATE_S
 from basht.bench.systems.recorder import TrialRecorder
+from basht.states import TrialState
 
 # Tune pickles its callbacks and stoppers with the experiment (for `Tuner.restore`); the recorder
 # holds the store and locks, so they carry a key to it instead.
@@ -86,7 +87,9 @@ class RecorderCallback(_UsesRecorder, tune.Callback):
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any):
         number = self.recorder.number_of(trial.trial_id)
         if number is not None:
-            state = "completed" if self.recorder.is_completing(number) else "stopped"
+            state = (
+                TrialState.COMPLETED if self.recorder.is_completing(number) else TrialState.STOPPED
+            )
             self.recorder.end(number, state, time.time())
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any):
@@ -101,7 +104,7 @@ class RecorderCallback(_UsesRecorder, tune.Callback):
             )
             self.recorder.failed_before_start(started, error_of(trial))
         else:
-            self.recorder.end(number, "failed", time.time(), error=error_of(trial))
+            self.recorder.end(number, TrialState.FAILED, time.time(), error=error_of(trial))
 
     def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info):
         self._checkpoints[trial.trial_id] = checkpoint.path
@@ -121,12 +124,16 @@ class RecorderCallback(_UsesRecorder, tune.Callback):
         self.sync()
         for trial in self._trials:
             number = self.recorder.number_of(trial.trial_id)
-            if number is None or self.recorder.state_of(number) != "running":
+            if number is None or self.recorder.state_of(number) != TrialState.RUNNING:
                 continue
             if trial.status == "ERROR":
-                self.recorder.end(number, "failed", time.time(), error=error_of(trial))
+                self.recorder.end(number, TrialState.FAILED, time.time(), error=error_of(trial))
             elif trial.status == "TERMINATED":
-                state = "completed" if self.recorder.is_completing(number) else "stopped"
+                state = (
+                    TrialState.COMPLETED
+                    if self.recorder.is_completing(number)
+                    else TrialState.STOPPED
+                )
                 self.recorder.end(number, state, time.time())
 
     def sync(self) -> None:
@@ -135,7 +142,7 @@ class RecorderCallback(_UsesRecorder, tune.Callback):
             if trial.status != "PAUSED":
                 continue
             number = self.recorder.number_of(trial.trial_id)
-            if number is not None and self.recorder.state_of(number) == "running":
+            if number is not None and self.recorder.state_of(number) == TrialState.RUNNING:
                 self.recorder.pause(number, time.time(), self._checkpoints.get(trial.trial_id))
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -21,15 +22,31 @@ from basht.bench.lifecycle import BestTrial, RunContext
 from basht.bench.native import best_trial_from_store, record_ray_nodes
 from basht.bench.systems.channel import EventServer
 from basht.bench.systems.peer import check_peer_experiment, require
-from basht.bench.systems.raytune_cluster import LocalRay
 from basht.bench.systems.raytune_map import seeded_driver
 from basht.bench.systems.recorder import TrialRecorder
-from basht.engine.ray_nodes import NodeLedger
+from basht.engine.ray.nodes import NodeLedger
+from basht.engine.ray.session import RaySession
 from basht.errors import BashtError
 from basht.tune import trial_seed
 from basht.workloads import is_function_workload, resolve_workload
 
 log = logging.getLogger(__name__)
+
+#: Set for the time of the run, in the driver and every process a Ray of our own starts.
+TUNE_ENV = {
+    "RAY_AIR_NEW_OUTPUT": "0",  # with verbose=0, Tune prints nothing per trial
+    "TUNE_DISABLE_SIGINT_HANDLER": "1",  # Ctrl-C reaches Basht, which aborts and undeploys
+    "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",  # Basht's store is the record; no CSV/JSON logs
+}
+
+
+def tune_session(num_cpus: int, address: str | None = None, gpus: bool = False) -> RaySession:
+    """Basht's one Ray session (as for `executor: ray`: 127.0.0.1, token authentication, nothing
+    left behind; or the cluster at RAY_ADDRESS) with Tune's settings and the driver's import path
+    for the trainables, which import the workload on Ray's workers."""
+    paths = [os.path.abspath(p or os.curdir) for p in sys.path]
+    driver_path = os.pathsep.join(dict.fromkeys(p for p in paths if os.path.isdir(p)))
+    return RaySession(address, num_cpus, gpus, env={**TUNE_ENV, "PYTHONPATH": driver_path})
 
 
 class RayTuneSystem:
@@ -42,21 +59,22 @@ class RayTuneSystem:
         self.ctx = ctx
         exp = ctx.experiment
         self.workload = exp.workload_ref()
-        self.cluster: LocalRay | None = None
+        self.cluster: RaySession | None = None
         # The cluster's nodes, for OC: looked at when deployed, after the run and at undeploy.
         self.nodes = NodeLedger(on_change=record_ray_nodes(ctx.store, ctx.run_id, ctx.attempt))
         self.server: EventServer | None = None
         self.recorder: TrialRecorder | None = None
         self.tuner: Any = None
         self._tune_dir: Path | None = None
-        self._own_tune_dir = False
 
     def deploy(self) -> None:
         require("ray.tune", self.name)
         resources = self.ctx.experiment.resources
         address = os.environ.get("RAY_ADDRESS") or None
-        self.cluster = LocalRay(resources.workers * resources.cpus_per_worker, address)
-        self.cluster.start()
+        self.cluster = tune_session(
+            resources.workers * resources.cpus_per_worker, address, resources.accelerator == "gpu"
+        )
+        self.cluster.open()
         self._look_at_nodes()
 
     def _look_at_nodes(self) -> None:
@@ -102,9 +120,8 @@ class RayTuneSystem:
         )
         trainable = BashtTrainable if self.can_checkpoint else function_trainable
         space, samples = tm.param_space(exp)
-        self._tune_dir = self.cluster.temp_dir
-        if self._tune_dir is None:  # a cluster of someone else's: Tune's files go to our own dir
-            self._tune_dir, self._own_tune_dir = Path(tempfile.mkdtemp(prefix="basht-tune-")), True
+        # Tune's own files (experiment state, trial folders): removed at undeploy.
+        self._tune_dir = Path(tempfile.mkdtemp(prefix="basht-tune-"))
         self.tuner = tune.Tuner(
             tune.with_resources(
                 tune.with_parameters(trainable, plan=plan), {"cpu": exp.resources.cpus_per_worker}
@@ -200,8 +217,8 @@ class RayTuneSystem:
             self.server = None
         if self.cluster is not None:
             self._look_at_nodes()
-            self.cluster.stop()
+            self.cluster.close()
             self.cluster = None
-        if self._own_tune_dir and self._tune_dir is not None:
+        if self._tune_dir is not None:
             shutil.rmtree(self._tune_dir, ignore_errors=True)
         self._tune_dir = None

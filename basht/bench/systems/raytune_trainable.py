@@ -31,6 +31,7 @@ from basht.bench.systems.trial import (
 )
 from basht.engine.messages import WorkloadRef
 from basht.engine.threads import limit_threads
+from basht.states import TrialState
 from basht.workloads import StopTrial, resolve_workload
 
 #: Keys a result carries besides the workload's metrics.
@@ -176,7 +177,7 @@ class _Reporter:
             self.complete()
         tune.report(_result(values, self.epoch, 0.0, now - self._last, 0.0))
         if done:
-            raise StopTrial("completed")
+            raise StopTrial(TrialState.COMPLETED)
         self._last = time.perf_counter()
 
     def complete(self) -> None:

@@ -29,13 +29,12 @@ from basht.bench.systems.messages import (
     Reported,
     Started,
 )
+from basht.states import FINAL_STATES, TrialState
 from basht.tune import TunerStatus, trial_seed
 from basht.tune.base import better
 from basht.tune.tuner import first_reason, time_limit
 
 log = logging.getLogger(__name__)
-
-FINAL_STATES = ("completed", "stopped", "failed", "aborted")
 
 
 @dataclass
@@ -43,7 +42,7 @@ class _Trial:
     row_id: int
     number: int
     config: dict[str, Any]
-    state: str = "pending"
+    state: str = TrialState.PENDING
     slot: int | None = None
     budget: int = 0
     value: float | None = None
@@ -134,18 +133,20 @@ class TrialRecorder:
                     number,
                     dict(message.config),
                     self.target_budget,
-                    state="running",
+                    state=TrialState.RUNNING,
                     worker=slot,
                     started_at=message.at,
                 )
                 trial = self._trials[number] = _Trial(row_id, number, dict(message.config))
             else:  # a paused trial resumed (Ray's HyperBand)
                 trial = self._trials[number]
-                self.store.update_trial(trial.row_id, state="running", worker=slot, ended_at=None)
+                self.store.update_trial(
+                    trial.row_id, state=TrialState.RUNNING, worker=slot, ended_at=None
+                )
             self._slots[slot] = _Slot(message.pid, number, time.monotonic())
             trial.slot, trial.segment_started = slot, time.monotonic()
             trial.heard = trial.segment_started
-            self._move(trial, "running")
+            self._move(trial, TrialState.RUNNING)
             if self.ctx.monitor is not None:
                 self.ctx.monitor.assign(slot, message.pid, number)
             return Assigned(number, trial_seed(self.seed, number))
@@ -161,13 +162,13 @@ class TrialRecorder:
                 number,
                 dict(message.config),
                 self.target_budget,
-                state="failed",
+                state=TrialState.FAILED,
                 started_at=message.at,
                 ended_at=message.at,
                 error=error,
             )
             trial = self._trials[number] = _Trial(row_id, number, dict(message.config))
-            self._move(trial, "failed")
+            self._move(trial, TrialState.FAILED)
             log.warning("trial %d failed: %s", number, error)
 
     def loaded(self, message: Loaded) -> None:
@@ -231,7 +232,7 @@ class TrialRecorder:
             checkpoint = checkpoint or trial.pending_final
             if checkpoint and not Path(checkpoint).exists():
                 checkpoint = None  # the process died before its state was written
-            if state == "completed":
+            if state == TrialState.COMPLETED:
                 self._record_completion(trial, checkpoint)
             elif checkpoint:
                 Path(checkpoint).unlink(missing_ok=True)
@@ -242,20 +243,22 @@ class TrialRecorder:
             self.store.update_trial(
                 trial.row_id, state=state, ended_at=at or time.time(), error=error
             )
-            if state == "failed":
+            if state == TrialState.FAILED:
                 log.warning("trial %d failed: %s", number, error)
 
     def pause(self, number: int, at: float | None = None, checkpoint: str | None = None) -> None:
         """The trial's segment ended with a checkpoint; it may resume (Ray's HyperBand)."""
         with self._lock:
             trial = self._trials[number]
-            if trial.state != "running":
+            if trial.state != TrialState.RUNNING:
                 return
             if checkpoint:
                 trial.pause_checkpoints.append(checkpoint)
                 self.store.add_checkpoint(trial.row_id, trial.budget, checkpoint, "pause")
-            self._leave(trial, "paused")
-            self.store.update_trial(trial.row_id, state="paused", ended_at=at or time.time())
+            self._leave(trial, TrialState.PAUSED)
+            self.store.update_trial(
+                trial.row_id, state=TrialState.PAUSED, ended_at=at or time.time()
+            )
 
     # -- the run as a whole ------------------------------------------------------------------
 
@@ -290,7 +293,7 @@ class TrialRecorder:
         with self._lock:
             number = self._slots[slot].trial
             if number is not None:
-                self.end(number, "failed", error=error)
+                self.end(number, TrialState.FAILED, error=error)
 
     def abort_slot(self, slot: int, error: str) -> None:
         """The process behind `slot` was killed for overstaying: its trial is aborted, and the
@@ -305,25 +308,29 @@ class TrialRecorder:
                 self.store.add_trial_time(trial.row_id, train_s=cut)
             else:
                 self.store.add_trial_time(trial.row_id, load_s=cut)
-            self.end(number, "aborted", error=error)
+            self.end(number, TrialState.ABORTED, error=error)
             log.warning("trial %d aborted: %s", number, error)
 
     def abort_running(self, reason: str | None = None) -> None:
         """Ctrl-C or a crash: what was running is recorded as aborted, the rest is kept."""
         with self._lock:
             for trial in list(self._trials.values()):
-                if trial.state == "running":
-                    self.end(trial.number, "aborted", error=reason)
+                if trial.state == TrialState.RUNNING:
+                    self.end(trial.number, TrialState.ABORTED, error=reason)
 
     def finish(self) -> None:
         """The run is over: a paused trial will never resume (stopped, as native does), and a
         trial the framework never reported an end for is aborted."""
         with self._lock:
             for trial in list(self._trials.values()):
-                if trial.state == "paused":
-                    self.end(trial.number, "stopped", at=time.time())
-                elif trial.state == "running":
-                    self.end(trial.number, "aborted", error="the framework never reported its end")
+                if trial.state == TrialState.PAUSED:
+                    self.end(trial.number, TrialState.STOPPED, at=time.time())
+                elif trial.state == TrialState.RUNNING:
+                    self.end(
+                        trial.number,
+                        TrialState.ABORTED,
+                        error="the framework never reported its end",
+                    )
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -356,7 +363,7 @@ class TrialRecorder:
         self._move(trial, state)
 
     def _move(self, trial: _Trial, state: str) -> None:
-        if trial.state != "pending":
+        if trial.state != TrialState.PENDING:
             self.status.counts[trial.state] -= 1
         self.status.counts[state] += 1
         trial.state = state

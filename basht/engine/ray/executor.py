@@ -23,22 +23,25 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from basht.engine.base import Executor
 from basht.engine.messages import (
     CONTINUE,
-    PAUSE,
-    STOP,
     TrialEvent,
     TrialTask,
     WorkloadRef,
     await_test,
 )
-from basht.engine.ray_actor import TrialActor, machine_of, process_view, write_atomically
-from basht.engine.ray_meter import NodeMeters
-from basht.engine.ray_nodes import NodeLedger
-from basht.engine.ray_session import RaySession
+from basht.engine.ray.actor import TrialActor, machine_of, process_view, write_atomically
+from basht.engine.ray.meter import NodeMeters
+from basht.engine.ray.nodes import NodeLedger
+from basht.engine.ray.session import RaySession
 from basht.errors import BashtError
+from basht.states import Command, EventKind
+
+if TYPE_CHECKING:
+    from basht.energy.monitor import EnergyMonitor
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +54,6 @@ _MAX_LOSSES = 3
 _MAX_START_FAILURES = 5
 # Calls an actor serves at once: the blocking `events`, plus `command`, `run` and `prepare`.
 _ACTOR_CONCURRENCY = 4
-_ENDED = {STOP: "stopped", PAUSE: "paused"}
 
 
 @dataclass
@@ -90,7 +92,7 @@ class _Slot:
         return self.actor is not None and self.ready is None and self.job is None
 
 
-class RayExecutor:
+class RayExecutor(Executor):
     """Runs trials on `workers` Ray actors of `cpus_per_worker` CPUs each (and a GPU share).
 
     Without `address` it starts a Ray of its own on this machine (127.0.0.1 only) sized to the
@@ -137,6 +139,10 @@ class RayExecutor:
         self._await_ready("start")
         self.nodes.look(ray)  # those that joined for the workers
         self.start_meters()
+
+    def attach_monitor(self, monitor: EnergyMonitor) -> None:
+        """The monitor pulls the energy of nodes it cannot see from this executor's meters."""
+        monitor.elsewhere = self.meters
 
     def start_meters(self) -> None:
         """A meter on each node with workers out of the driver's sight, sampling before any
@@ -450,9 +456,9 @@ class RayExecutor:
                 "worker %d sent an event for trial %d it does not run", slot.index, event.trial_id
             )
             return []
-        if event.kind == "loaded":
+        if event.kind == EventKind.LOADED:
             return [event]
-        if event.kind == "report":
+        if event.kind == EventKind.REPORT:
             return self._on_report(slot, job, event)
         slot.job = None  # the trial left the worker
         self._meter(slot, None)
@@ -488,7 +494,9 @@ class RayExecutor:
             if job.losses >= _MAX_LOSSES:
                 message = f"its Ray worker was lost {job.losses} times (last: {reason})"
                 events.append(
-                    TrialEvent("failed", trial_id, slot.index, error=message, at=time.time())
+                    TrialEvent(
+                        EventKind.FAILED, trial_id, slot.index, error=message, at=time.time()
+                    )
                 )
             elif (ended := _settled(job, slot.index)) is not None:
                 events.append(ended)
@@ -517,8 +525,9 @@ def _settled(job: _Job, worker: int) -> TrialEvent | None:
     command, path = job.answer
     if command == CONTINUE or path is not None:
         return None
-    kind = _ENDED.get(command, "completed")
-    return TrialEvent(kind, job.task.trial_id, worker, epoch=job.forwarded, at=time.time())
+    return TrialEvent(
+        Command(command).ending, job.task.trial_id, worker, epoch=job.forwarded, at=time.time()
+    )
 
 
 def _lost_errors() -> tuple[type[BaseException], ...]:

@@ -39,7 +39,7 @@ from basht.energy.monitor import (
     summed,
 )
 from basht.energy.node import open_node_sources, slot_devices
-from basht.engine.ray_nodes import node_label
+from basht.engine.ray.nodes import node_label
 
 if TYPE_CHECKING:  # the experiment schema imports the engine
     from basht.experiment import MeasureSpec, ResourcesSpec

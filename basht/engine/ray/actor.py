@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 from basht.engine.messages import TrialEvent, TrialTask, WorkloadRef
 from basht.engine.threads import limit_threads
 from basht.engine.worker import _Worker
+from basht.states import EventKind
 from basht.workloads import Resources
 
 _JOIN_TIMEOUT_S = 30.0
@@ -181,7 +182,9 @@ class TrialActor:
             self._thread.join(_JOIN_TIMEOUT_S)
             if self._thread.is_alive():
                 error = f"worker {self.index} still runs trial {self._thread.name}"
-                self._pipe.send(TrialEvent("failed", task.trial_id, self.index, error=error))
+                self._pipe.send(
+                    TrialEvent(EventKind.FAILED, task.trial_id, self.index, error=error)
+                )
                 return
         task = self._local(task, state)
 

@@ -6,7 +6,7 @@ watchdog in a session of its own with a pipe from the driver. When the pipe clos
 or by the driver's death, the watchdog ends every process that still holds the Ray's temp folder
 (other than the driver) and removes the folder.
 
-    python path/to/ray_watchdog.py TEMP_DIR DRIVER_PID
+    python path/to/watchdog.py TEMP_DIR DRIVER_PID
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ cluster joined at `ray.address` is taken to be provisioned for the run (a head n
 too). Ray gives a node that starts again a new id, so it counts as a node of its own.
 
 What a node costs is not Ray's to say: the run bills each as one instance at `measure.price`
-(`metrics.ray_cluster_cost_usd`). Nodes that share a machine (containers on one host) are one
+(`energy.billing.ray_cluster_cost_usd`). Nodes that share a machine (containers on one host) are one
 instance each, and a driver outside the cluster (Ray Client) is not billed.
 """
 

@@ -20,14 +20,14 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-from basht.engine import ray_watchdog
-from basht.engine.ray_watchdog import GRACE_S, session_processes
+from basht.engine.ray import watchdog
+from basht.engine.ray.watchdog import GRACE_S, session_processes
 from basht.errors import BashtError
 
 log = logging.getLogger(__name__)
@@ -46,10 +46,23 @@ _CLIENT_SERVER_FAILED = ("Starting Ray client server failed", "in start_specific
 
 
 class RaySession:
-    """`open` starts or joins Ray and returns the `ray` module; `close` undoes it. Safe twice."""
+    """`open` starts or joins Ray and returns the `ray` module; `close` undoes it. Safe twice.
 
-    def __init__(self, address: str | None = None, num_cpus: int = 1, gpus: bool = False):
+    `env` is set in this process from `open` to `close` (and so in every process a Ray of our own
+    starts): Ray Tune's settings, say, or the driver's import path for workers that import the
+    workload. What was there before is put back at `close`.
+    """
+
+    def __init__(
+        self,
+        address: str | None = None,
+        num_cpus: int = 1,
+        gpus: bool = False,
+        env: Mapping[str, str] | None = None,
+    ):
         self.address, self.num_cpus, self.gpus = address, num_cpus, gpus
+        self.env = dict(env or {})
+        self._saved_env: dict[str, str | None] = {}
         self._temp_dir: Path | None = None
         self._watchdog: subprocess.Popen[bytes] | None = None
         self._connected = False
@@ -59,6 +72,9 @@ class RaySession:
         return self.address is None
 
     def open(self) -> Any:
+        for key, value in self.env.items():
+            self._saved_env.setdefault(key, os.environ.get(key))
+            os.environ[key] = value
         # Read by Ray on import (a local Ray binds to 127.0.0.1 only) and by the processes it
         # starts (no usage report sent home); neither is left set in this process afterwards.
         loopback = self.local or _on_loopback(self.address)
@@ -134,10 +150,10 @@ class RaySession:
     def _start_local(self, ray: Any) -> None:
         _local_token_auth()
         self._temp_dir = Path(tempfile.mkdtemp(prefix="basht-ray-", dir=_temp_root()))
-        # Cleans up after us if this process dies without `close` (see ray_watchdog). Run as a
+        # Cleans up after us if this process dies without `close` (see watchdog.py). Run as a
         # file, not `-m`: it needs psutil alone, not the package (14 MiB instead of 70).
         self._watchdog = subprocess.Popen(
-            [sys.executable, str(Path(ray_watchdog.__file__)), str(self._temp_dir)]
+            [sys.executable, str(Path(watchdog.__file__)), str(self._temp_dir)]
             + [str(os.getpid())],
             stdin=subprocess.PIPE,
             start_new_session=True,
@@ -177,6 +193,12 @@ class RaySession:
         if self._temp_dir is not None:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
             self._temp_dir = None
+        for key, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._saved_env.clear()
 
 
 def _host_port(address: str | None) -> tuple[str, int] | None:
