@@ -9,11 +9,9 @@ PostgreSQL an advisory lock; the process that waited finds what the one before i
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import io
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +23,12 @@ from sqlalchemy import BigInteger, Integer, MetaData, inspect, text
 from sqlalchemy.engine import Connection, Engine
 
 from basht.errors import StoreError
+from basht.store.creation import schema_lock
 from basht.store.migrations import BASELINE_REVISION, VERSION_TABLE
 
 log = logging.getLogger(__name__)
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
-#: The PostgreSQL advisory lock that processes opening one database take while they create or
-#: migrate its tables (any fixed number: it only has to be the same in every Basht).
-SCHEMA_LOCK = 0x6261736874  # "basht"
 
 
 def alembic_config(connection: Connection | None = None) -> Config:
@@ -100,21 +96,6 @@ def migrate(engine: Engine, shown: str) -> tuple[str | None, str]:
             command.upgrade(cfg, "head")
         (after,) = current_revisions(conn)
         return before, after
-
-
-@contextlib.contextmanager
-def schema_lock(engine: Engine) -> Iterator[Connection]:
-    """A connection in a transaction that only one process opening the store holds at a time,
-    committed when the block ends (rolled back, DDL included, if it raises)."""
-    with engine.connect() as conn:
-        if conn.dialect.name == "postgresql":
-            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
-        elif conn.dialect.name == "sqlite":
-            # The sqlite3 module starts no transaction before DDL: start a write transaction
-            # now, so the store's write lock is taken (or waited for) before anything is read.
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
-        yield conn
-        conn.commit()
 
 
 def bring_to_baseline(conn: Connection) -> None:

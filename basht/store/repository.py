@@ -42,6 +42,7 @@ from sqlalchemy.exc import (
 from sqlalchemy.orm import Session, sessionmaker
 
 from basht.errors import StoreError
+from basht.store.creation import create_if_new
 from basht.store.migrations import HEAD_REVISION, VERSION_TABLE
 from basht.store.schema import (
     Base,
@@ -275,12 +276,13 @@ class Store:
 
     def _migrate(self) -> None:
         """Create the store's tables, or bring them to the newest revision (Alembic is imported
-        only here, not for a store that is up to date)."""
-        from basht.store.migrate import migrate
-
+        only for a store an older Basht left, not for a new one or one that is up to date)."""
         for attempt in range(_MIGRATE_TRIES):
             try:
-                migrate(self.engine, shown_url(self.url))
+                if not create_if_new(self.engine):
+                    from basht.store.migrate import migrate
+
+                    migrate(self.engine, shown_url(self.url))
                 return
             except OperationalError as err:
                 raced = any(sign in str(err.orig) for sign in _RACING)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import (
@@ -32,7 +33,7 @@ from sqlalchemy.engine import Engine
 
 from basht.errors import StoreError
 from basht.store import Store
-from basht.store.migrate import baseline_metadata, current_revisions, scripts
+from basht.store.migrate import alembic_config, baseline_metadata, current_revisions, scripts
 from basht.store.migrations import HEAD_REVISION, VERSION_TABLE
 from basht.store.repository import resolve_url
 from basht.store.schema import Base
@@ -142,13 +143,26 @@ def test_the_head_revision_that_opening_checks_is_the_newest_migration():
     assert scripts().get_current_head() == HEAD_REVISION
 
 
-def test_a_new_store_is_made_by_the_migrations_and_is_exactly_the_schema(url):
-    """Fails when schema.py changes without a migration that makes the change."""
+def test_a_new_store_is_exactly_the_schema_at_the_newest_revision(url):
     Store(url).close()
     assert _revisions(url) == (HEAD_REVISION,)
     assert _differences(url) == []
     assert all(rows == [] for rows in _rows(url).values())
     assert set(_rows(url)) == set(Base.metadata.tables)
+
+
+def test_the_migrations_alone_make_exactly_the_schema_a_new_store_is_made_with(url):
+    """Fails when schema.py changes without a migration that makes the change: a new store is
+    made from schema.py and stamped with the newest revision, which must be the same thing."""
+    engine = _engine(url)
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), "head")
+    engine.dispose()
+    assert _revisions(url) == (HEAD_REVISION,)
+    assert _differences(url) == []
+    assert set(_rows(url)) == set(Base.metadata.tables)
+    Store(url).close()  # and a store opens it as one of its own, with nothing to do
+    assert _revisions(url) == (HEAD_REVISION,)
 
 
 def test_a_store_from_before_migrations_upgrades_on_open_with_every_row_kept(url, tmp_path):
@@ -231,5 +245,8 @@ def test_opening_a_store_imports_alembic_only_when_it_is_not_up_to_date(tmp_path
         assert proc.returncode == 0, proc.stderr
         return proc.stdout.strip() == "True"
 
-    assert imports_alembic()  # a new store: made by the migrations
+    assert not imports_alembic()  # a new store: made from the schema, stamped
     assert not imports_alembic()  # at the newest revision: one query
+    (tmp_path / "store.db").unlink()
+    _store_from_before_migrations(url)
+    assert imports_alembic()  # an older Basht's store: migrated
