@@ -545,8 +545,11 @@ class Store:
         train_s: float,
         validate_s: float,
         decision: dict[str, Any] | None = None,
+        at: float | None = None,
     ) -> None:
-        """One epoch's result; the trial's totals and the algorithm's decision in one transaction."""
+        """One epoch's result; the trial's totals and the algorithm's decision in one transaction.
+        `at` is when it was reported (by default now: a write-behind writer passes the event's
+        time, or a busy writer would spread a run's reports over the time it took to write them)."""
         with self._tx() as conn:
             if decision is not None:
                 conn.execute(_INSERT_DECISION, decision)
@@ -559,7 +562,7 @@ class Store:
                     "metrics": metrics,
                     "train_s": train_s,
                     "validate_s": validate_s,
-                    "at": time.time(),
+                    "at": time.time() if at is None else at,
                 },
             )
             conn.execute(
@@ -611,8 +614,15 @@ class Store:
     # -- checkpoints ------------------------------------------------------------------------
 
     def add_checkpoint(
-        self, trial_id: int, epoch: int, path: str, kind: str, size_bytes: int | None = None
+        self,
+        trial_id: int,
+        epoch: int,
+        path: str,
+        kind: str,
+        size_bytes: int | None = None,
+        at: float | None = None,
     ) -> None:
+        """A checkpoint written at `at` (by default now; see `add_report`)."""
         if size_bytes is None:
             try:
                 size_bytes = Path(path).stat().st_size
@@ -626,7 +636,7 @@ class Store:
                 path=path,
                 kind=kind,
                 size_bytes=size,
-                at=time.time(),
+                at=time.time() if at is None else at,
             )
         )
 

@@ -383,7 +383,8 @@ class Tuner:
                 decision = trial.told_decision
             self._answer(event, trial, value, decision)
         if self._logging:
-            trial.segment = ("train_s", self.clock())
+            now = self.clock()
+            trial.segment = ("train_s", now)
             self.store.add_report(
                 trial.row_id,
                 epoch,
@@ -392,6 +393,7 @@ class Tuner:
                 event.train_s,
                 event.validate_s,
                 decision=logged,
+                at=event.at or now,  # when it happened, not when the writer gets to it
             )
 
     def _answer(self, event: TrialEvent, trial: _Trial, value: float, decision: Decision) -> None:
@@ -437,11 +439,11 @@ class Tuner:
             if self.checkpoint_dir is None:
                 trial.checkpoint = event.path  # no files, no records: _replace_checkpoint's rest
             else:
-                self._replace_checkpoint(trial, event.path, "pause")
+                self._replace_checkpoint(trial, event.path, "pause", event.at or self.clock())
         if state is TrialState.COMPLETED:
             self.algorithm.complete(event.trial_id)
             decision = self._log("complete", event.trial_id, trial.budget)
-            self._record_completion(event.trial_id, trial, event.path)
+            self._record_completion(event.trial_id, trial, event.path, event.at or self.clock())
         elif state is TrialState.FAILED:
             self.algorithm.fail(event.trial_id)
             decision = self._log("fail", event.trial_id, trial.budget)
@@ -469,7 +471,7 @@ class Tuner:
                 error=error,
             )
 
-    def _record_completion(self, trial_id: int, trial: _Trial, path: str | None) -> None:
+    def _record_completion(self, trial_id: int, trial: _Trial, path: str | None, at: float) -> None:
         assert trial.value is not None
         if trial.checkpoint:
             self._delete_checkpoint(trial.checkpoint)
@@ -487,7 +489,9 @@ class Tuner:
                     old.final_checkpoint = None
             if path:
                 trial.final_checkpoint = path
-                self.store.add_checkpoint(trial.row_id, trial.budget, path, "final", _size(path))
+                self.store.add_checkpoint(
+                    trial.row_id, trial.budget, path, "final", _size(path), at=at
+                )
         elif path and self.checkpoint_dir is not None:
             # Another trial completed better while this one was saving: its state is not needed.
             self.executor.discard_checkpoint(path)
@@ -584,12 +588,12 @@ class Tuner:
         # Without a folder (simulation) the name only identifies the state; no file is written.
         return name if self.checkpoint_dir is None else str(self.checkpoint_dir / name)
 
-    def _replace_checkpoint(self, trial: _Trial, path: str, kind: str) -> None:
+    def _replace_checkpoint(self, trial: _Trial, path: str, kind: str, at: float) -> None:
         if trial.checkpoint and trial.checkpoint != path:
             self._delete_checkpoint(trial.checkpoint)
         trial.checkpoint = path
         if self.checkpoint_dir is not None:  # a simulation keeps no files and no records
-            self.store.add_checkpoint(trial.row_id, trial.budget, path, kind, _size(path))
+            self.store.add_checkpoint(trial.row_id, trial.budget, path, kind, _size(path), at=at)
 
     def _delete_checkpoint(self, path: str) -> None:
         if self.checkpoint_dir is not None:  # a simulation's checkpoints are names, not files

@@ -56,3 +56,43 @@ def test_the_best_so_far_is_when_a_value_was_first_reported_not_when_a_restart_m
     assert time_to_target(store, run_id, 0.2, "max") == 2.0
     (trial,) = store.trials(run_id)
     assert restarts(store, run_id) == {trial.id: 1}
+
+
+@pytest.mark.integration
+def test_a_busy_run_s_timeline_needs_no_more_lanes_than_it_had_workers(tmp_path, monkeypatch):
+    """Reports and pauses are stored with the time they happened, not the time the store's
+    writer (behind the loop, batched) got to them: when the writer lags (a slow disk, a loaded
+    machine; here each report takes it 5 ms more), lagging timestamps would stretch segments
+    over each other into extra lanes."""
+    import time
+
+    import basht
+
+    add_report = Store.add_report
+
+    def slow_add_report(self, *args, **kwargs):
+        time.sleep(0.005)
+        add_report(self, *args, **kwargs)
+
+    monkeypatch.setattr(Store, "add_report", slow_add_report)
+
+    result = basht.run(
+        {
+            "name": "busy-timeline",
+            "workload": {"name": "sleep", "params": {"epoch_s": 0.0}},
+            "space": {"x": {"type": "float", "low": 0.0, "high": 1.0}},
+            "search": {
+                "pruner": "asha",
+                "metric": "accuracy",
+                "mode": "max",
+                "max_budget": 27,
+                "max_trials": 60,
+            },
+            "resources": {"workers": 2},
+            "store": f"sqlite:///{tmp_path / 'basht.db'}",
+        },
+        results_root=tmp_path / "results",
+    )
+    store = Store(f"sqlite:///{tmp_path / 'basht.db'}")
+    lanes = {s.lane for s in segments(store, result.run_id, lanes=2)}
+    assert lanes <= {0, 1}, f"{len(lanes)} lanes for 2 workers"
