@@ -744,7 +744,7 @@ def _exit_without_collecting() -> None:
 def _interrupted(run: RunInterrupted | None) -> NoReturn:
     """Ctrl-C: say which run keeps its trials and how to go on with it."""
     if run is not None:
-        from basht.store.repository import shown_url
+        from basht.store.urls import shown_url
 
         # Quoted for a shell (a path with spaces), its password hidden (it is printed).
         shown = shlex.quote(shown_url(run.store))

@@ -288,8 +288,8 @@ def _check_plan(experiment: Experiment, where: str) -> None:
 
 def _check_store(url: str, where: str) -> None:
     """Resolve the URL and import its dialect and driver the way the store opens it
-    (`basht.store.repository.resolve_url`); no connection, no file or folder made."""
-    from basht.store.repository import StoreURLError, resolve_url
+    (`basht.store.urls.resolve_url`); no connection, no file or folder made."""
+    from basht.store.urls import StoreURLError, resolve_url
 
     try:
         resolve_url(url)

@@ -31,7 +31,7 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.engine import URL, Connection, Engine, ExceptionContext, make_url
+from sqlalchemy.engine import Connection, Engine, ExceptionContext
 from sqlalchemy.exc import (
     ArgumentError,
     DatabaseError,
@@ -59,6 +59,7 @@ from basht.store.schema import (
     TrialReportRow,
     TrialRow,
 )
+from basht.store.urls import StoreURLError, one_line, resolve_url, shown_url
 
 log = logging.getLogger(__name__)
 
@@ -71,22 +72,6 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA busy_timeout=10000")
     cursor.close()
-
-
-#: The driver a URL that names none gets, where SQLAlchemy's own default is not the one Basht
-#: installs: `postgresql://` is psycopg 3 (the `postgres` extra), not psycopg2.
-DEFAULT_DRIVERS = {"postgresql": "psycopg"}
-#: The extra that installs a driver, named when the driver is missing.
-DRIVER_EXTRAS = {"psycopg": "postgres"}
-
-
-class StoreURLError(StoreError):
-    """A store URL that does not parse, or whose database driver is not installed. `reason` is
-    the message without its `store: ` prefix, for callers that put their own in front."""
-
-    def __init__(self, reason: str):
-        super().__init__(f"store: {reason}")
-        self.reason = reason
 
 
 def _utc_now() -> datetime:
@@ -118,45 +103,6 @@ def _json_without_nan(value: Any) -> str:
         return json.dumps(nan_to_null(value), allow_nan=False)
 
 
-def _one_line(err: BaseException) -> str:
-    return " ".join(str(err).split()) or type(err).__name__
-
-
-def shown_url(url: str) -> str:
-    """`url` for messages: a password in it shows as ***."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except (ArgumentError, ValueError):
-        return url
-
-
-def resolve_url(url: str) -> URL:
-    """`url` parsed as the store opens it, its dialect and driver imported (nothing connects, no
-    file is made): a URL that names no driver gets the one in DEFAULT_DRIVERS for its database
-    (`postgresql://` and `postgres://` become `postgresql+psycopg://`). Raises StoreURLError."""
-    parsed: URL | None = None
-    try:
-        parsed = make_url(url)
-        backend, _, driver = parsed.drivername.partition("+")
-        backend = "postgresql" if backend == "postgres" else backend
-        if not driver and backend in DEFAULT_DRIVERS:
-            driver = DEFAULT_DRIVERS[backend]
-        parsed = parsed.set(drivername=f"{backend}+{driver}" if driver else backend)
-        dialect = parsed.get_dialect()
-        import_dbapi = getattr(dialect, "import_dbapi", None)
-        if callable(import_dbapi):
-            import_dbapi()
-    except (ArgumentError, ValueError) as err:
-        raise StoreURLError(f"not a valid SQLAlchemy URL, got {url!r} ({_one_line(err)})") from None
-    except ImportError as err:
-        extra = DRIVER_EXTRAS.get(parsed.get_driver_name()) if parsed is not None else None
-        fix = f"; pip install 'basht[{extra}]'" if extra else ""
-        raise StoreURLError(
-            f"the database driver for {shown_url(url)!r} is not installed ({_one_line(err)}){fix}"
-        ) from None
-    return parsed
-
-
 def open_engine(url: str, create: bool = True) -> Engine:
     """An engine for `url` (as `resolve_url` reads it); a SQLite file's folder is made, unless
     `create` is off, when a SQLite file that is not there is an error (a reader must not leave an
@@ -167,7 +113,7 @@ def open_engine(url: str, create: bool = True) -> Engine:
     try:
         engine = create_engine(parsed, **options)
     except (ArgumentError, ValueError) as err:
-        raise StoreURLError(f"not a valid SQLAlchemy URL, got {url!r} ({_one_line(err)})") from None
+        raise StoreURLError(f"not a valid SQLAlchemy URL, got {url!r} ({one_line(err)})") from None
     if server:
         event.listen(engine, "handle_error", _server_gone(url))
     if engine.dialect.name == "sqlite":
@@ -188,7 +134,7 @@ def _server_gone(url: str) -> Any:
     What was committed before stays; a killed run resumes once the server is back."""
 
     def handle(context: ExceptionContext) -> None:
-        reason = _one_line(context.original_exception)
+        reason = one_line(context.original_exception)
         if context.is_disconnect:
             raise StoreError(
                 f"store {shown_url(url)!r}: lost the connection to the database ({reason})"
@@ -243,7 +189,7 @@ class Store:
                 self._migrate()
         except DatabaseError as err:  # also a file that is not SQLite, or a corrupt one
             raise StoreError(
-                f"store {shown_url(url)!r}: cannot open ({_one_line(err.orig)})"
+                f"store {shown_url(url)!r}: cannot open ({one_line(err.orig)})"
             ) from None
         self._session = sessionmaker(self.engine, expire_on_commit=False)
         self._local = threading.local()
@@ -261,7 +207,7 @@ class Store:
                 return {name for (name,) in conn.execute(query)}
         except sqlite3.DatabaseError as err:
             raise StoreError(
-                f"store {shown_url(self.url)!r}: cannot open ({_one_line(err)})"
+                f"store {shown_url(self.url)!r}: cannot open ({one_line(err)})"
             ) from None
 
     def _revisions(self) -> tuple[str, ...]:

@@ -16,7 +16,7 @@ from basht.bench.systems.optuna_system import OWNER_ATTR
 from basht.errors import BashtError
 from basht.experiment import Experiment
 from basht.store import Store
-from basht.store.repository import resolve_url
+from basht.store.urls import resolve_url
 from tests.cli import basht, process_alive
 from tests.postgres import Postgres, postgres_server
 

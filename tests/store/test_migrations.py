@@ -35,8 +35,8 @@ from basht.errors import StoreError
 from basht.store import Store
 from basht.store.migrate import alembic_config, baseline_metadata, current_revisions, scripts
 from basht.store.migrations import HEAD_REVISION, VERSION_TABLE
-from basht.store.repository import resolve_url
 from basht.store.schema import Base
+from basht.store.urls import resolve_url
 from tests.store.test_open import _open_at_once
 
 ROWS = 2  # per table

@@ -14,7 +14,7 @@ from basht.bench.preflight import preflight
 from basht.errors import ExperimentError, StoreError
 from basht.experiment import Experiment
 from basht.store import Store
-from basht.store.repository import resolve_url
+from basht.store.urls import resolve_url
 from tests.cli import basht, run_in_background, wait_for_trials
 
 PHASES = ["deploy", "setup", "run", "collect_results", "test", "collect_metrics", "undeploy"]

@@ -32,7 +32,7 @@ from basht.bench.systems.recorder import TrialRecorder
 from basht.engine.local import start_leaving_ctrl_c
 from basht.errors import BashtError, StoreError
 from basht.experiment import Experiment
-from basht.store.repository import resolve_url
+from basht.store.urls import resolve_url
 from basht.tune import trial_seed
 from basht.tune.tuner import overstayed
 from basht.workloads import is_function_workload, resolve_workload
