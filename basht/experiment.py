@@ -24,24 +24,9 @@ from pydantic_core import PydanticCustomError
 from basht.errors import BashtError, ExperimentError
 from basht.space import Choice, Float, ParamSpec, SearchSpace  # `space:` entries: see space.py
 from basht.states import WASTED_STATES
-from basht.workloads.base import WorkloadRef
+from basht.workloads.base import WorkloadRef, check_share
 
 PRUNERS = ("none", "sha", "asha", "hyperband", "async-hyperband")
-
-
-_SHARE_EPS = 1e-9
-
-
-def check_share(share: float) -> float:
-    """A device share must be 1/2^k or a whole number of devices, so that shares pack exactly."""
-    if share >= 1:
-        if abs(share - round(share)) > _SHARE_EPS:
-            raise ValueError(f"a width above one GPU must be whole, got {share:g}")
-        return float(round(share))
-    k = round(-math.log2(share)) if share > 0 else -1
-    if k < 0 or abs(share - 2.0**-k) > _SHARE_EPS:
-        raise ValueError(f"a GPU share below one must be 1/2, 1/4, 1/8..., got {share:g}")
-    return share
 
 
 class _Strict(BaseModel):

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from basht.engine.packing import TrialLoad, fluid_widths
-from basht.experiment import check_share
+from basht.workloads.base import check_share
 
 _EPS = 1e-9
 

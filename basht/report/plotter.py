@@ -54,24 +54,13 @@ class Plotter:
         if importlib.util.find_spec("matplotlib") is None:
             return None
         import multiprocessing as mp
-        from multiprocessing import resource_tracker
+
+        from basht.engine.local import start_leaving_ctrl_c
 
         ctx = mp.get_context("spawn")  # not forked: the driver's threads and locks stay its own
         parent, child = ctx.Pipe()
         process = ctx.Process(target=_serve, args=(child,), daemon=True, name="basht-plotter")
-        # Ctrl-C is the driver's to handle, also while the plotter imports: it starts with SIGINT
-        # blocked (as the engine starts its workers, without importing the engine for it, which
-        # would hold the plotter back by the experiment schema's import). Starting the resource
-        # tracker unblocks SIGINT, so it is started first.
-        if not hasattr(signal, "pthread_sigmask"):  # no signal masks to keep Ctrl-C away
-            process.start()
-        else:
-            resource_tracker.ensure_running()
-            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-            try:
-                process.start()
-            finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        start_leaving_ctrl_c(process)  # Ctrl-C is the driver's, also while the plotter imports
         child.close()
         return cls(process, parent)
 

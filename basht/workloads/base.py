@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -16,6 +17,21 @@ class WorkloadRef:
     params: dict[str, Any] = field(default_factory=dict)
     experiment_seed: int = 0
     memory_mb: int = 2048
+
+
+_SHARE_EPS = 1e-9
+
+
+def check_share(share: float) -> float:
+    """A device share must be 1/2^k or a whole number of devices, so that shares pack exactly."""
+    if share >= 1:
+        if abs(share - round(share)) > _SHARE_EPS:
+            raise ValueError(f"a width above one GPU must be whole, got {share:g}")
+        return float(round(share))
+    k = round(-math.log2(share)) if share > 0 else -1
+    if k < 0 or abs(share - 2.0**-k) > _SHARE_EPS:
+        raise ValueError(f"a GPU share below one must be 1/2, 1/4, 1/8..., got {share:g}")
+    return share
 
 
 @dataclass(frozen=True)
