@@ -6,7 +6,6 @@ extra installed.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 from pathlib import Path
@@ -139,6 +138,8 @@ def migrate(
     if sql:
         typer.echo(migrations.upgrade_sql(url))
         return
+    import asyncio  # here: every `basht` command, --help too, loads this module
+
     before, after = asyncio.run(migrations.upgrade(url))
     if before == after:
         console.print(f"{redact(url)}: already at revision {after}", highlight=False)
