@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.machinery
 import json
 import logging
@@ -20,6 +21,7 @@ from basht.bso.cli import app as bso_app
 from basht.errors import BashtError, RunInterrupted
 
 if TYPE_CHECKING:
+    from basht.bench import RunResult
     from basht.report.plotter import Plotter
 
 app = typer.Typer(
@@ -75,8 +77,6 @@ def run(
     plotter = _start_plotter() if plots else None  # first: it imports while the run starts
     from basht.bench import run_benchmark
     from basht.experiment import load_experiment, with_plan
-    from basht.report import print_result
-    from basht.report.progress import LiveProgress, QuietProgress
 
     try:
         experiment = load_experiment(file)
@@ -84,32 +84,41 @@ def run(
             experiment = with_plan(experiment, plan, replan=replan)
         if store is not None:
             experiment = experiment.model_copy(update={"store": store})
-        stored = _plots_once_stored(plotter, experiment.store)
-        try:
-            if quiet:  # still says where live metrics are served (measure.prometheus_port)
-                result = run_benchmark(
-                    experiment,
-                    results_root=results,
-                    on_update=QuietProgress(console),
-                    on_stored=stored,
-                )
-            else:
-                with LiveProgress(console) as progress:
-                    result = run_benchmark(
-                        experiment,
-                        results_root=results,
-                        on_update=progress,  # also prints `metrics: URL` once they are served
-                        on_phase=progress.on_phase,
-                        on_stored=stored,
-                    )
-        except RunInterrupted as err:
-            _interrupted(err)
-        print_result(result.summary, console)  # while the plotter draws
-        if plots:
-            _write_plots(experiment.store, result.run_id, plotter)
+        go = functools.partial(run_benchmark, experiment, results_root=results)
+        _lifecycle(go, experiment.store, quiet=quiet, plots=plots, plotter=plotter)
     finally:
         if plotter is not None:
             plotter.close()
+
+
+def _lifecycle(
+    go: Callable[..., RunResult],
+    store_url: str,
+    *,
+    quiet: bool,
+    plots: bool,
+    plotter: Plotter | None,
+) -> None:
+    """`go` (a run, or a resumed one) with live progress, then its results and plots, as `run`
+    and `resume` show them; exit code 1 unless it completed."""
+    from basht.report import print_result
+    from basht.report.progress import LiveProgress, QuietProgress
+
+    stored = _plots_once_stored(plotter, store_url)
+    try:
+        if quiet:  # still says where live metrics are served (measure.prometheus_port)
+            result = go(on_update=QuietProgress(console), on_stored=stored)
+        else:
+            with LiveProgress(console) as progress:
+                # also prints `metrics: URL` once they are served
+                result = go(on_update=progress, on_phase=progress.on_phase, on_stored=stored)
+    except RunInterrupted as err:
+        _interrupted(err)
+    print_result(result.summary, console)  # while the plotter draws
+    if plots:  # of the whole run, every attempt
+        _write_plots(store_url, result.run_id, plotter)
+    if plotter is not None:
+        plotter.close()
     _done_and_closed()  # the runner closed the store; the workers and the plotter are gone
     if result.status != "completed":
         raise typer.Exit(1)
@@ -211,7 +220,7 @@ def compare(
 
     Each run is fully undeployed before the next. With several files the table shows the
     settings they differ in, and the outcome."""
-    from basht.bench import RunResult, run_benchmark
+    from basht.bench import run_benchmark
     from basht.bench.systems.compare import parse_systems, run_comparison
     from basht.experiment import Experiment, load_experiment
     from basht.report.compare import compare_rows, compare_table
@@ -259,36 +268,13 @@ def resume(
     """Continue an interrupted run: finished trials are kept, the algorithm picks up where it was."""
     plotter = _start_plotter() if plots else None  # first: it imports while the run starts
     from basht.bench import resume_benchmark
-    from basht.report import print_result
-    from basht.report.progress import LiveProgress, QuietProgress
 
     try:
-        stored = _plots_once_stored(plotter, store)
-        try:
-            if quiet:
-                result = resume_benchmark(
-                    run_id, store, on_update=QuietProgress(console), on_stored=stored
-                )
-            else:
-                with LiveProgress(console) as progress:
-                    result = resume_benchmark(
-                        run_id,
-                        store,
-                        on_update=progress,
-                        on_phase=progress.on_phase,
-                        on_stored=stored,
-                    )
-        except RunInterrupted as err:
-            _interrupted(err)
-        print_result(result.summary, console)  # while the plotter draws
-        if plots:  # of the whole run, every attempt
-            _write_plots(store, result.run_id, plotter)
+        go = functools.partial(resume_benchmark, run_id, store)
+        _lifecycle(go, store, quiet=quiet, plots=plots, plotter=plotter)
     finally:
         if plotter is not None:
             plotter.close()
-    _done_and_closed()  # the runner closed the store; the workers and the plotter are gone
-    if result.status != "completed":
-        raise typer.Exit(1)
 
 
 @app.command()
