@@ -111,26 +111,36 @@ class Row:
 # -- basht -------------------------------------------------------------------------------------
 
 
+def asha_experiment(
+    name: str, trials: int, workers: int, seed: int, workload: str = "sleep"
+) -> dict[str, Any]:
+    """The benchmark's job as an experiment: `workload` (the sleep workload at 0 s an epoch, or
+    the zero-cost curve) over SPACE, ASHA from MIN_BUDGET to EPOCHS epochs with ETA."""
+    params = {"epoch_s": 0.0} if workload == "sleep" else {}
+    return {
+        "name": name,
+        "seed": seed,
+        "workload": {"name": workload, "params": params},
+        "space": SPACE,
+        "search": {
+            "pruner": "asha",
+            "min_budget": MIN_BUDGET,
+            "max_budget": EPOCHS,
+            "eta": ETA,
+            "max_trials": trials,
+        },
+        "resources": {"workers": workers},
+    }
+
+
 def run_basht(workload: str, trials: int, workers: int, seed: int) -> Row:
     import basht
     from basht.store import Store
 
     with tempfile.TemporaryDirectory() as tmp:
         store = f"sqlite:///{tmp}/bench.db"
-        params = {"epoch_s": 0.0} if workload == "sleep" else {}
         experiment = {
-            "name": "peers-overhead",
-            "seed": seed,
-            "workload": {"name": workload, "params": params},
-            "space": SPACE,
-            "search": {
-                "pruner": "asha",
-                "min_budget": MIN_BUDGET,
-                "max_budget": EPOCHS,
-                "eta": ETA,
-                "max_trials": trials,
-            },
-            "resources": {"workers": workers},
+            **asha_experiment("peers-overhead", trials, workers, seed, workload),
             "store": store,
         }
         start = time.perf_counter()

@@ -55,7 +55,7 @@ ROOT = HERE.parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from peers_overhead import EPOCHS, ETA, MIN_BUDGET, SPACE  # noqa: E402
+from peers_overhead import EPOCHS, ETA, asha_experiment  # noqa: E402
 
 
 def executable(name: str) -> str:
@@ -159,20 +159,7 @@ def basht_run(experiment: Path, folder: Path, *, store_there: bool = False) -> d
 
 def zero_cost_experiment(path: Path, trials: int, workers: int, seed: int) -> Path:
     """peers_overhead's workload as an experiment file: its curve, space and ASHA settings."""
-    experiment = {
-        "name": "startup-zero-cost",
-        "seed": seed,
-        "workload": {"name": "sleep", "params": {"epoch_s": 0.0}},
-        "space": SPACE,
-        "search": {
-            "pruner": "asha",
-            "min_budget": MIN_BUDGET,
-            "max_budget": EPOCHS,
-            "eta": ETA,
-            "max_trials": trials,
-        },
-        "resources": {"workers": workers},
-    }
+    experiment = asha_experiment("startup-zero-cost", trials, workers, seed)
     path.write_text(json.dumps(experiment, indent=2) + "\n")
     return path
 
