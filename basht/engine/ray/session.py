@@ -71,6 +71,11 @@ class RaySession:
     def local(self) -> bool:
         return self.address is None
 
+    @property
+    def temp_dir(self) -> Path | None:
+        """The folder of a Ray of our own, while it runs (removed at `close`); None otherwise."""
+        return self._temp_dir
+
     def open(self) -> Any:
         for key, value in self.env.items():
             self._saved_env.setdefault(key, os.environ.get(key))
