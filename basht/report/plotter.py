@@ -148,10 +148,14 @@ def _warm_up() -> None:
     import basht.report.timeline  # noqa: F401
 
 
+_FORKED = ("timeline", "best_so_far")
+
+
 def _draw(jobs: dict[str, PlotJob]) -> dict[str, str]:
-    # A run's timeline (a bar and a label per trial segment) takes about as long as the rest.
-    there = [job.draw for name, job in jobs.items() if name == "timeline"]
-    draw_split([job.draw for name, job in jobs.items() if name != "timeline"], there)
+    # Two halves that take about as long: the timeline (a bar and a label per trial segment)
+    # with the best-so-far curve, and the energy (a bar per trial) with the phases.
+    there = [job.draw for name, job in jobs.items() if name in _FORKED]
+    draw_split([job.draw for name, job in jobs.items() if name not in _FORKED], there)
     return {name: str(job.path) for name, job in jobs.items()}
 
 
