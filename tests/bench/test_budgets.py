@@ -91,7 +91,9 @@ def test_a_budget_ends_a_search_that_would_not_end_on_its_own(spec):
 def test_a_budget_used_before_any_result_says_so(spec, tmp_path):
     spec["workload"]["params"] = {"epoch_s": 5.0}
     spec["search"].update(max_trials=4, max_budget=2, energy_budget_kwh=1e-9)
-    spec["measure"] = {"energy": "estimate"}
+    # Sampled often enough that deploy itself (a tenth of a second) spends the budget: no trial
+    # starts. A trial already running when it runs out stops at its next report, with a result.
+    spec["measure"] = {"energy": "estimate", "sample_interval_s": 0.02}
     path = tmp_path / "budget.yaml"
     path.write_text(yaml.safe_dump(spec))
     done = basht("run", str(path), cwd=tmp_path)
