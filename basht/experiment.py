@@ -651,20 +651,38 @@ def _tuple(values: list[Any]) -> list[Any]:
     return [tuple(v) if isinstance(v, list) else v for v in values]
 
 
-def load_experiment(path: str | Path) -> Experiment:
-    """Read a YAML or JSON experiment file; every problem becomes one ExperimentError line."""
-    path = Path(path)
+def read_text(path: Path, label: str = "") -> str:
+    """A file a user gave, as UTF-8 text: missing, unreadable (a directory, no permission) or not
+    text (a binary file, another encoding) is one ExperimentError line naming it."""
+    where = f"{label}{path}"
     try:
-        text = path.read_text()
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ExperimentError(f"{path}: no such file") from None
+        raise ExperimentError(f"{where}: no such file") from None
+    except UnicodeDecodeError as err:
+        byte = err.object[err.start]
+        raise ExperimentError(
+            f"{where}: not UTF-8 text (byte {byte:#04x} at offset {err.start})"
+        ) from None
     except OSError as err:
-        raise ExperimentError(f"{path}: cannot read ({err.strerror})") from None
+        raise ExperimentError(f"{where}: cannot read ({err.strerror})") from None
+
+
+def read_document(path: Path) -> Any:
+    """A YAML file, or JSON for a `.json` one, read safely (no object construction); a file
+    that is not there, not text or does not parse is one ExperimentError line."""
+    text = read_text(path)
     try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as err:
         kind = "JSON" if path.suffix == ".json" else "YAML"
         raise ExperimentError(f"{path}: not valid {kind}: {' '.join(str(err).split())}") from None
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    """Read a YAML or JSON experiment file; every problem becomes one ExperimentError line."""
+    path = Path(path)
+    data = read_document(path)
     if isinstance(data, dict) and isinstance(data.get("plan"), str):
         # A plan file named in the experiment is read next to it and kept in the run's record.
         plan = Path(data["plan"])
@@ -682,12 +700,9 @@ def load_experiment(path: str | Path) -> Experiment:
 def read_plan(path: str | Path) -> dict[str, Any]:
     """A plan file as `basht plan --json` writes it, read as JSON (checked with the experiment)."""
     path = Path(path)
+    text = read_text(path, "plan ")
     try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ExperimentError(f"plan {path}: no such file") from None
-    except OSError as err:
-        raise ExperimentError(f"plan {path}: cannot read ({err.strerror})") from None
+        data = json.loads(text)
     except json.JSONDecodeError as err:
         raise ExperimentError(f"plan {path}: not valid JSON: {err}") from None
     if not isinstance(data, dict):

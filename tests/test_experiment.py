@@ -322,3 +322,29 @@ def test_non_finite_bounds_are_one_line_not_a_crash(key, entry, expected, spec, 
     with pytest.raises(ExperimentError, match=re.escape(expected)) as raised:
         load_experiment(write_spec(spec)).space_size  # noqa: B018
     assert "constrained-" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ("name: café\n".encode("latin-1"), "not UTF-8 text (byte 0xe9 at offset 9)"),
+        (b"\x80\x81binary\xff garbage", "not UTF-8 text (byte 0x80 at offset 0)"),
+    ],
+)
+def test_a_file_that_is_not_utf8_text_is_one_line_naming_it(tmp_path, content, said):
+    """An experiment, plan or profile file in another encoding, or binary, is the user's to fix:
+    one line naming the file and what is wrong, never a UnicodeDecodeError."""
+    from basht.experiment import read_plan
+    from basht.plan.profile import load_profile
+
+    path = tmp_path / "file.yaml"
+    path.write_bytes(content)
+    for read, prefix in ((load_experiment, ""), (load_profile, ""), (read_plan, "plan ")):
+        with pytest.raises(ExperimentError) as err:
+            read(path)
+        assert str(err.value) == f"{prefix}{path}: {said}"
+
+
+def test_a_directory_given_as_a_file_is_one_line(tmp_path):
+    with pytest.raises(ExperimentError, match=r": cannot read \(Is a directory\)$"):
+        load_experiment(tmp_path)

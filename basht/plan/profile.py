@@ -25,7 +25,6 @@ labelled so wherever it is shown).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping
@@ -34,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from basht.energy.pricing import BILLING_RULES, PER_SECOND, Price, PriceError, lookup_price
 from basht.errors import BashtError
+from basht.experiment import read_document
 
 _KEYS = {"instance", "epoch_s", "startup_s", "overhead_s", "scaling", "data", "power_w", "source"}
 
@@ -177,15 +176,7 @@ def _quantile(samples: tuple[float, ...], u: np.ndarray) -> np.ndarray:
 def load_profile(path: str | Path) -> Profile:
     """Read a profile file; every problem is one BashtError line naming the file and key."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as err:
-        raise BashtError(f"{path}: cannot read ({err.strerror})") from None
-    try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as err:
-        kind = "JSON" if path.suffix == ".json" else "YAML"  # as it was read
-        raise BashtError(f"{path}: not valid {kind}: {' '.join(str(err).split())}") from None
+    data = read_document(path)
     try:
         return profile_from_dict(data)
     except BashtError as err:
