@@ -747,8 +747,10 @@ def _interrupted(run: RunInterrupted | None) -> NoReturn:
 
 
 def _error(message: str) -> NoReturn:
-    # The message is text, not markup: "pip install 'basht[ray]'" keeps its brackets.
-    err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
+    # The message is text, not markup: "pip install 'basht[ray]'" keeps its brackets. One line
+    # even when it quotes something of the user's with a line break in it.
+    line = " ".join(message.splitlines())
+    err_console.print(f"[red]error:[/red] {escape(line)}", highlight=False, soft_wrap=True)
     sys.exit(2)
 
 

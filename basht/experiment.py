@@ -668,15 +668,44 @@ def read_text(path: Path, label: str = "") -> str:
         raise ExperimentError(f"{where}: cannot read ({err.strerror})") from None
 
 
+#: The most values (mappings, lists and scalars, counted as often as they appear) a file may
+#: hold once its YAML aliases are expanded. An experiment file holds hundreds; an alias of an
+#: alias of an alias (a "billion laughs") expands to billions, which every later step (the
+#: schema, the store's JSON) would walk.
+MAX_DOCUMENT_VALUES = 100_000
+
+
 def read_document(path: Path) -> Any:
     """A YAML file, or JSON for a `.json` one, read safely (no object construction); a file
-    that is not there, not text or does not parse is one ExperimentError line."""
+    that is not there, not text, does not parse, nests too deeply or expands past
+    MAX_DOCUMENT_VALUES is one ExperimentError line."""
     text = read_text(path)
+    kind = "JSON" if path.suffix == ".json" else "YAML"
     try:
-        return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        data = json.loads(text) if kind == "JSON" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as err:
-        kind = "JSON" if path.suffix == ".json" else "YAML"
         raise ExperimentError(f"{path}: not valid {kind}: {' '.join(str(err).split())}") from None
+    except RecursionError:
+        raise ExperimentError(f"{path}: not valid {kind}: nested too deeply") from None
+    _check_expanded_size(data, path)
+    return data
+
+
+def _check_expanded_size(data: Any, path: Path) -> None:
+    """Walk `data` as later steps would see it, stopping as soon as it is too large."""
+    seen, pending = 0, [data]
+    while pending:
+        item = pending.pop()
+        seen += 1
+        if seen > MAX_DOCUMENT_VALUES:
+            raise ExperimentError(
+                f"{path}: more than {MAX_DOCUMENT_VALUES:,} values once its YAML aliases are "
+                "expanded; refused"
+            )
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
 
 
 def load_experiment(path: str | Path) -> Experiment:
@@ -738,7 +767,7 @@ def _at(path: str, what: str) -> PydanticCustomError:
 def _one_line(err: ValidationError, source: str) -> str:
     first = err.errors()[0]
     loc = [str(p) for p in first["loc"] if not (isinstance(p, str) and _is_tag(p))]
-    where = ".".join(loc) or "(top level)"
+    where = ".".join(map(_shown_key, loc)) or "(top level)"
     kind = first["type"]
     if kind == "extra_forbidden":
         expected = _fields_at(loc[:-1])
@@ -749,7 +778,7 @@ def _one_line(err: ValidationError, source: str) -> str:
         what = "missing required key"
     elif kind == "basht_at_key":
         context = first.get("ctx") or {}
-        where = ".".join([*loc, str(context["path"])])
+        where = ".".join([*map(_shown_key, loc), str(context["path"])])
         what = str(context["what"])
     else:
         msg = first["msg"].removeprefix("Value error, ")
@@ -757,6 +786,12 @@ def _one_line(err: ValidationError, source: str) -> str:
     more = len(err.errors()) - 1
     suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
     return f"{source}: {where}: {what}{suffix}"
+
+
+def _shown_key(key: str) -> str:
+    """A key as a message shows it: quoted when it is empty or holds spaces or control
+    characters (a newline in a key must not break the one-line message)."""
+    return key if key and key.isprintable() and not any(c.isspace() for c in key) else repr(key)
 
 
 def _is_tag(part: str) -> bool:
