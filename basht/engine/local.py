@@ -170,8 +170,7 @@ class LocalExecutor(Executor):
             self.min_share = 1.0
             self.capacity = float(workers * threads)
         self.max_width = max_width or self.capacity
-        # A trial that cannot checkpoint (a plain function) cannot move to other devices.
-        self.resizable = True
+        self.resizable = True  # set from the workload at setup
         # Told (worker, {"gpu:0": share, ...}) whenever a worker's trial is placed or moved, so
         # GPU energy goes to the trials that hold each device.
         self.on_place: Callable[[int, dict[str, float]], None] | None = None

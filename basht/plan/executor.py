@@ -96,7 +96,6 @@ class PlanExecutor(Executor):
         self._pending: list[TrialEvent] = []
         self._behind: dict[int, int] = {}  # trial -> target: heard there before an interruption
         self._last_end: float | None = None  # when the last running trial ended
-        self.resizable = True
         # Told the workers of each released instance (the energy monitor stops counting them).
         self.on_release: Callable[[tuple[int, ...]], None] | None = None
 
