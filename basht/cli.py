@@ -261,14 +261,29 @@ def resume(
     run_id: Annotated[
         str, typer.Argument(metavar="RUN", help="Run id, a unique prefix, or `latest`.")
     ],
-    store: StoreOption = "sqlite:///basht.db",
+    store: Annotated[
+        str | None,
+        typer.Option(
+            help="SQLAlchemy URL of the store [default: the one the run's results folder names, "
+            "else sqlite:///basht.db]."
+        ),
+    ] = None,
+    results: Annotated[
+        Path, typer.Option(help="Folder the run's results folder is in (where its store is named).")
+    ] = Path("results"),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress.")] = False,
     plots: PlotsOption = True,
 ) -> None:
-    """Continue an interrupted run: finished trials are kept, the algorithm picks up where it was."""
+    """Continue an interrupted run: finished trials are kept, the algorithm picks up where it was.
+
+    RUN may also be the run's results folder. Without `--store`, the store is the one the run
+    was started with (its results folder names it)."""
     plotter = _start_plotter() if plots else None  # first: it imports while the run starts
     from basht.bench import resume_benchmark
+    from basht.bench.driver import locate_run
 
+    run_id, found = locate_run(run_id, results)
+    store = store or found or "sqlite:///basht.db"
     try:
         go = functools.partial(resume_benchmark, run_id, store)
         _lifecycle(go, store, quiet=quiet, plots=plots, plotter=plotter)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from basht.bench.driver import DRIVER, POINTER, driver_state, with_driver, write_pointer
 from basht.bench.lifecycle import BestTrial, RunContext, SystemUnderTest
 from basht.bench.measurement import start_exporter, start_monitor
 from basht.bench.timing import Timing, timed
@@ -104,7 +105,12 @@ def run_benchmark(
     spec["workload_about"] = _about(experiment, workload)
     experiment_id = store.add_experiment(experiment.name, spec)
     run = store.create_run(
-        experiment_id, experiment.name, experiment.system, experiment.executor, Path(results_root)
+        experiment_id,
+        experiment.name,
+        experiment.system,
+        experiment.executor,
+        Path(results_root),
+        host=with_driver(None),
     )
     ctx = RunContext(experiment, store, run.id, Path(run.results_dir), on_update)
     return _execute(
@@ -152,23 +158,39 @@ def resume_benchmark(
     if run.system != "native":
         raise BashtError(f"run {run.id} ran on {run.system}; `basht resume` continues native runs")
     if run.status == "running":
-        # A live driver writes power samples every few seconds; two drivers on one run would
-        # interleave their decision logs. A killed one falls silent: resume it once it has.
-        last = store.last_sample_at(run.id)
-        quiet_s = time.time() - last if last is not None else math.inf
-        if quiet_s < DRIVER_SILENT_S:
-            raise BashtError(
-                f"run {run.id} is still running: its driver wrote {quiet_s:.0f} s ago; stop it "
-                f"first, or if it was killed, resume once it has been silent {DRIVER_SILENT_S:.0f} s"
-            )
+        _check_driver_gone(store, run.id, run.host)
     spec = dict(store.get_experiment(run.experiment_id).spec)
     for derived in DERIVED_KEYS:
         spec.pop(derived, None)
     experiment = Experiment.from_dict(spec, f"run {run.id}")
     attempt = 1 + last_attempt(store, run.id)
-    store.update_run(run.id, status="running", error=None, ended_at=None)
+    store.update_run(
+        run.id, status="running", error=None, ended_at=None, host=with_driver(run.host)
+    )
     ctx = RunContext(experiment, store, run.id, Path(run.results_dir), on_update, resume=True)
     return _execute(ctx, attempt=attempt, on_phase=on_phase, on_stored=on_stored)
+
+
+def _check_driver_gone(store: Store, run_id: str, host: dict[str, Any] | None) -> None:
+    """Refuse to take over a run whose driver may live: two drivers on one run would interleave
+    their decision logs. On this host the driver's process tells at once; elsewhere (or for a run
+    that recorded none) its silence does: a live driver writes power samples every few seconds."""
+    state = driver_state(host)
+    if state == "gone":
+        return
+    if state == "alive":
+        pid = host[DRIVER]["pid"] if host else "?"
+        raise BashtError(
+            f"run {run_id} is still running: its driver (pid {pid}) lives; stop it first"
+        )
+    last = store.last_sample_at(run_id)
+    quiet_s = time.time() - last if last is not None else math.inf
+    if quiet_s < DRIVER_SILENT_S:
+        raise BashtError(
+            f"run {run_id} is still running: its driver wrote {quiet_s:.0f} s ago (on another "
+            f"host, or it recorded no pid); stop it first, or if it was killed, resume once it has been silent "
+            f"{DRIVER_SILENT_S:.0f} s"
+        )
 
 
 def _execute(
@@ -195,7 +217,10 @@ def _execute(
     metric_rows: list[tuple[str, float | None, str, str | None]] = []
     try:
         try:
-            results_dir.mkdir(parents=True, exist_ok=True)
+            # Owner-only: checkpoints are loaded from it, and a pointer in it names the store.
+            results_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not (results_dir / POINTER).exists():
+                write_pointer(results_dir, run_id, store.url)
         except OSError as err:
             raise BashtError(
                 f"results: cannot create {results_dir} ({path_problem(err)})"

@@ -278,7 +278,13 @@ class Store:
         return row.id
 
     def create_run(
-        self, experiment_id: int, name: str, system: str, executor: str, results_root: Path
+        self,
+        experiment_id: int,
+        name: str,
+        system: str,
+        executor: str,
+        results_root: Path,
+        host: dict[str, Any] | None = None,
     ) -> RunRow:
         tries = 0
         while True:
@@ -291,7 +297,7 @@ class Store:
                 status="running",
                 results_dir=str((results_root / run_id).resolve()),
                 started_at=_utc_now(),
-                host={"hostname": socket.gethostname()},
+                host={"hostname": socket.gethostname(), **(host or {})},
             )
             try:
                 with self.session() as s, s.begin():

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import signal
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from basht.bench import runner
-from basht.bench.runner import resume_benchmark
 from basht.space import Float, SearchSpace
 from basht.store import Store
 from basht.tune import ASHA, replay
+from tests.cli import ROOT, run_in_background, wait_for_trials
 from tests.cli import basht as _basht
-from tests.cli import run_in_background, wait_for_trials
 
 
 @pytest.mark.integration
@@ -98,39 +95,41 @@ def test_a_completed_run_cannot_be_resumed(spec, write_spec, tmp_path):
 
 
 @pytest.mark.integration
-def test_a_run_whose_driver_lives_is_refused_and_a_killed_ones_is_resumed(
-    spec, tmp_path, monkeypatch
-):
+def test_a_run_whose_driver_lives_is_refused_and_a_killed_ones_is_resumed_at_once(spec, tmp_path):
+    """A SIGKILLed driver prints no hint: `basht resume` in the same folder finds the store the
+    experiment named (not basht.db) and takes over at once, its driver's process being gone."""
     # Epochs long enough that the run is still going when `basht resume` (a new process, slow to
     # start on a busy machine) asks about it.
     spec["workload"]["params"] = {"epoch_s": 0.5}
     spec["search"].update(pruner="asha", min_budget=1, max_budget=9, eta=3, max_trials=12)
+    db = tmp_path / "stores" / "elsewhere.db"
+    spec["store"] = f"sqlite:///stores/{db.name}"  # relative: the pointer makes it absolute
     path = tmp_path / "asha.yaml"
     path.write_text(yaml.safe_dump(spec))
     proc = run_in_background(path, tmp_path)
+    url = f"sqlite:///{db}"
     try:
-        wait_for_trials(
-            spec["store"], tmp_path / "basht.db", lambda store, run: len(store.trials(run.id)) >= 1
-        )
-        (run,) = Store(spec["store"]).list_runs()
-        refused = _basht("resume", run.id, "--store", spec["store"], "-q", cwd=tmp_path)
+        wait_for_trials(url, db, lambda store, run: len(store.trials(run.id)) >= 1)
+        (run,) = Store(url).list_runs()
+        refused = _basht("resume", run.id, "-q", cwd=tmp_path)
         assert refused.returncode == 2, refused.stderr
-        assert f"run {run.id} is still running" in refused.stderr
+        assert f"run {run.id} is still running: its driver (pid {proc.pid}) lives" in refused.stderr
         assert "Traceback" not in refused.stderr
     finally:
         proc.kill()  # a driver killed outright: the store still says it runs
         # Its workers share its stderr; they end once its pipes fail, quietly.
         _, err = proc.communicate(timeout=60)
     assert "Traceback" not in err, err
-    assert Store(spec["store"]).get_run(run.id).status == "running"
+    assert Store(url).get_run(run.id).status == "running"
 
-    monkeypatch.setattr(runner, "DRIVER_SILENT_S", 1.0)
-    time.sleep(1.5)
-    monkeypatch.chdir(tmp_path)
-    result = resume_benchmark(run.id, spec["store"])
-    assert result.status == "completed"
-    trials = Store(spec["store"]).trials(run.id)
+    done = _basht("resume", run.id[:-3], "-q", "--no-plots", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    trials = Store(url).trials(run.id)
     assert sorted(t.number for t in trials) == list(range(12))
+    assert not (tmp_path / "basht.db").exists()
+    # Also from elsewhere, by its results folder: a completed run has nothing to resume.
+    again = _basht("resume", str(tmp_path / "results" / run.id), cwd=ROOT)
+    assert again.returncode == 2 and "nothing to resume" in again.stderr, again.stderr
 
 
 def test_an_attempt_killed_in_deploy_is_not_numbered_again(tmp_path):
