@@ -7,7 +7,6 @@ import dataclasses
 import functools
 import inspect
 import os
-import pickle
 import signal
 import time
 import traceback
@@ -15,6 +14,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from basht.engine.checkpoints import load_state, save_state
 from basht.engine.messages import COMPLETE, CONTINUE, PAUSE, TrialEvent, TrialTask, WorkloadRef
 from basht.engine.threads import limit_threads
 from basht.states import Command, EventKind
@@ -49,25 +49,6 @@ def _serve(worker: _Worker, message: tuple[Any, ...]) -> None:
         worker.run(message[1])
     elif command == "test":
         worker.test(message[1], message[2])
-
-
-def save_state(state: Any, path: str) -> None:
-    """Write atomically, so a kill mid-write never leaves a half checkpoint under the real name."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(target.suffix + ".tmp")
-    try:
-        with open(tmp, "wb") as f:
-            pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
-    except BaseException:  # a state that cannot be pickled, a full disk: leave nothing behind
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, target)
-
-
-def load_state(path: str) -> Any:
-    with open(path, "rb") as f:
-        return pickle.load(f)
 
 
 def build_workload(ref: WorkloadRef) -> Any:

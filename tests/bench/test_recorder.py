@@ -7,7 +7,7 @@ from pathlib import Path
 from basht.bench.lifecycle import RunContext
 from basht.bench.systems.messages import Completing, Reported, Started
 from basht.bench.systems.recorder import TrialRecorder
-from basht.engine.worker import save_state
+from basht.engine.checkpoints import save_state
 from basht.experiment import Experiment
 from basht.store import Store
 

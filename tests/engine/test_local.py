@@ -213,7 +213,7 @@ def test_a_function_that_catches_stop_trial_reports_no_more(executor):
 
 
 def test_a_state_that_cannot_be_saved_leaves_no_partial_file(tmp_path):
-    from basht.engine.worker import save_state
+    from basht.engine.checkpoints import save_state
 
     target = tmp_path / "checkpoints" / "trial-000001-pause-e3.pkl"
     with pytest.raises(Exception, match="pickle"):

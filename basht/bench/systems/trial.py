@@ -13,8 +13,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from basht.engine.checkpoints import load_state, save_state
 from basht.engine.messages import WorkloadRef
-from basht.engine.worker import build_workload, load_state, save_state
+from basht.engine.worker import build_workload
 from basht.workloads import Resources, resolve_workload
 
 

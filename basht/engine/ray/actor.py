@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from basht.engine.checkpoints import write_bytes
 from basht.engine.messages import TrialEvent, TrialTask, WorkloadRef
 from basht.engine.threads import limit_threads
 from basht.engine.worker import _Worker
@@ -55,15 +56,6 @@ class _DeviceWorker(_Worker):
         if self.device == "cpu":
             return resources
         return dataclasses.replace(resources, accelerator="gpu", device=self.device)
-
-
-def write_atomically(path: str | Path, data: bytes) -> None:
-    """A kill mid-write never leaves a half checkpoint under the real name."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(target.suffix + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, target)
 
 
 class Placed(NamedTuple):
@@ -171,7 +163,7 @@ class TrialActor:
             return dataclasses.replace(task, resume_from=None)
         self._runs += 1
         path = self._scratch / f"resume-{task.trial_id:06d}-{self._runs}.pkl"
-        write_atomically(path, state)
+        write_bytes(path, state)
         return dataclasses.replace(task, resume_from=str(path))
 
     def _start(

@@ -22,10 +22,10 @@ import logging
 import math
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from basht.engine.base import Executor
+from basht.engine.checkpoints import read_bytes, write_bytes
 from basht.engine.messages import (
     CONTINUE,
     TrialEvent,
@@ -33,7 +33,7 @@ from basht.engine.messages import (
     WorkloadRef,
     await_test,
 )
-from basht.engine.ray.actor import TrialActor, machine_of, process_view, write_atomically
+from basht.engine.ray.actor import TrialActor, machine_of, process_view
 from basht.engine.ray.meter import NodeMeters
 from basht.engine.ray.nodes import NodeLedger
 from basht.engine.ray.session import RaySession
@@ -463,7 +463,7 @@ class RayExecutor(Executor):
         slot.job = None  # the trial left the worker
         self._meter(slot, None)
         if state is not None and event.path:
-            write_atomically(event.path, state)
+            write_bytes(event.path, state)
         return [event]
 
     def _on_report(self, slot: _Slot, job: _Job, event: TrialEvent) -> list[TrialEvent]:
@@ -542,4 +542,4 @@ def _fits(resources: dict[str, float], bundle: dict[str, float]) -> int:
 
 
 def _read(path: str | None) -> bytes | None:
-    return Path(path).read_bytes() if path else None
+    return read_bytes(path) if path else None
