@@ -155,6 +155,9 @@ class ResourcesSpec(_Strict):
     accelerator: Literal["cpu", "gpu"] = "cpu"
     cpus_per_worker: int = Field(default=1, ge=1)
     memory_per_worker_mb: PositiveInt = 2048
+    # Hold each local worker to memory_per_worker_mb (its data memory): a trial that allocates
+    # past it fails with a MemoryError instead of pushing the machine into swap or the OOM killer.
+    limit_memory: bool = False
     accelerator_memory_mb: int = Field(default=0, ge=0)
     # The accelerator devices trials are placed on (accelerator: gpu, executor: local); default:
     # every CUDA device torch sees. ["cpu", "cpu"] rehearses the placement on a machine without.

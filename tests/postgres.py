@@ -2,7 +2,8 @@
 free port on 127.0.0.1, trust auth, TCP only, removed afterwards.
 
 `postgres_server()` skips the test when the PostgreSQL binaries are not there (and, as root, when
-there is no `postgres` user to run them as). Databases are made with the server's own `createdb`,
+there is no `postgres` user to run them as); outside pytest (benchmarks/bso_load.py reuses it) it
+raises RuntimeError instead. Databases are made with the server's own `createdb`,
 so no Python driver is needed to set one up.
 """
 
@@ -16,13 +17,12 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
-
-from tests.tools import need_tool
+from tests.tools import need_tool, skip
 
 
 def free_port() -> int:
@@ -38,7 +38,7 @@ def _as_cluster_owner() -> tuple[list[str], str | None]:
     try:
         pwd.getpwnam("postgres")
     except KeyError:
-        pytest.skip("running as root and there is no `postgres` user to run PostgreSQL as")
+        skip("running as root and there is no `postgres` user to run PostgreSQL as")
     if shutil.which("runuser"):
         return ["runuser", "-u", "postgres", "--"], "postgres"
     if shutil.which("setpriv"):
@@ -49,7 +49,7 @@ def _as_cluster_owner() -> tuple[list[str], str | None]:
             f"--regid={entry.pw_gid}",
             "--init-groups",
         ], "postgres"
-    pytest.skip("running as root without runuser or setpriv to drop to the `postgres` user")
+    skip("running as root without runuser or setpriv to drop to the `postgres` user")
 
 
 @dataclass
@@ -59,6 +59,16 @@ class Postgres:
     bindir: Path
     port: int
     _names: Iterator[int] = field(default_factory=itertools.count)
+    #: How to run its server tools (as the cluster's owner) on its data folder; see `restart`.
+    _ctl: list[str] = field(default_factory=list)
+
+    def restart(self, down_s: float = 2.0) -> None:
+        """Stop the server (fast: connections are cut, as a crash or an upgrade cuts them), stay
+        down `down_s` seconds, then start it again on the same port and data."""
+        run = {"check": True, "capture_output": True, "text": True, "timeout": 120}
+        subprocess.run([*self._ctl, "-m", "fast", "-w", "stop"], **run)
+        time.sleep(down_s)
+        subprocess.run([*self._ctl, "-w", "-t", "60", "start"], **run)
 
     @property
     def url(self) -> str:
@@ -134,8 +144,9 @@ def postgres_server() -> Iterator[Postgres]:
         except subprocess.CalledProcessError as err:
             text = log.read_text() if log.exists() else ""
             raise RuntimeError(f"PostgreSQL did not start: {err.stderr}\n{text}") from None
+        ctl = [*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(log)]
         try:
-            yield Postgres(bindir, port)
+            yield Postgres(bindir, port, _ctl=ctl)
         finally:
             with contextlib.suppress(subprocess.SubprocessError):
                 subprocess.run(

@@ -16,8 +16,10 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
-import pytest
+if TYPE_CHECKING:
+    import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -107,6 +109,8 @@ class _Missing:
 
 def requires_tool(name: str) -> pytest.MarkDecorator:
     """Skip the marked test (or module, as `pytestmark`) where tool `name` is missing."""
+    import pytest
+
     return pytest.mark.skipif(_Missing(name), reason=TOOLS[name].missing)
 
 
@@ -114,8 +118,18 @@ def need_tool(name: str) -> str:
     """Where tool `name` is; skips the test (or the fixture's tests) where it is missing."""
     where = find_tool(name)
     if where is None:
-        pytest.skip(TOOLS[name].missing)
+        skip(TOOLS[name].missing)
     return where
+
+
+def skip(reason: str) -> NoReturn:
+    """Skip the test; outside pytest (a benchmark reusing these helpers, which import pytest
+    nowhere) fail with the reason instead."""
+    if "pytest" in sys.modules:
+        import pytest
+
+        pytest.skip(reason)
+    raise RuntimeError(reason)
 
 
 def is_root() -> bool:

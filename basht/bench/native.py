@@ -68,6 +68,7 @@ class NativeSystem:
                 engine.max_width,
                 devices=local_devices(exp) if resources.accelerator == "gpu" else None,
                 min_share=engine.min_width,
+                memory_limit_mb=resources.memory_per_worker_mb if resources.limit_memory else None,
             )
         self.executor.start()
 
@@ -249,6 +250,11 @@ def best_trial_from_store(ctx: RunContext) -> BestTrial:
         return BestTrial(row.number, row.config, row.value, row.budget, checkpoint)
 
 
+#: The states of an interrupted run's trials that start again when it resumes (from their last
+#: checkpoint, or from scratch).
+RESTARTED = frozenset({TrialState.ABORTED, TrialState.RUNNING, TrialState.PENDING})
+
+
 def restore_from_store(
     store: Store, run_id: str, algorithm: Algorithm
 ) -> tuple[list[RestoredTrial], int]:
@@ -276,15 +282,17 @@ def restore_from_store(
     for row in rows:
         budget, result = told.get(row.number, (0, None))
         checkpoint, epoch = checkpoints.get(row.id, (None, 0))
+        # Promoted while its pause was being written, then interrupted: it is owed a run.
+        owed = row.state == TrialState.PAUSED and last_op.get(row.number) == "suggest"
+        state = TrialState.ABORTED if owed else TrialState(row.state)
+        if state in RESTARTED:  # it trains again from `epoch`, and reports those epochs again
+            store.drop_reports_after(row.id, epoch)
         restored.append(
             RestoredTrial(
                 number=row.number,
                 row_id=row.id,
                 config=row.config,
-                # Promoted while its pause was being written, then interrupted: it is owed a run.
-                state=TrialState.ABORTED
-                if row.state == TrialState.PAUSED and last_op.get(row.number) == "suggest"
-                else row.state,
+                state=state,
                 # A restarted trial continues from its checkpoint's epoch, or from scratch.
                 budget=epoch,
                 target_budget=row.target_budget,

@@ -17,6 +17,7 @@ from basht.bench.timing import Timing, timed
 from basht.energy.billing import operating_cost_usd
 from basht.errors import BashtError, RunInterrupted
 from basht.experiment import DERIVED_KEYS, Experiment, SearchSpec
+from basht.failpoints import failpoint
 from basht.metrics import compute_metrics
 from basht.report.paths import path_problem
 from basht.report.results import build_summary, write_results_json
@@ -231,6 +232,7 @@ def _execute(
         sut = (system_factory or make_system)(ctx)
         with timed("deploy", record):
             sut.deploy()
+            failpoint("deploy")
         with timed("setup", record):
             sut.setup()
         with timed("run", record):
@@ -241,11 +243,13 @@ def _execute(
         ctx.notes["stop_reason"] = reason
         store.update_run(run_id, stop_reason=reason)
         with timed("collect_results", record):
+            failpoint("collect")
             best: BestTrial = sut.collect_results()
             store.update_run(
                 run_id, best_trial=best.trial_id, best_value=best.value, best_config=best.config
             )
         with timed("test", record):
+            failpoint("test")
             test_metrics = sut.test(best)
             store.update_run(run_id, test_metrics=test_metrics)
         ctx.monitor.close()  # the energy accounts cover deploy to the end of test, as JCT does

@@ -147,6 +147,7 @@ class LocalExecutor(Executor):
         max_width: float | None = None,
         devices: Sequence[str] | None = None,
         min_share: float | None = None,
+        memory_limit_mb: int | None = None,
     ):
         """`scheduler="fluid"` re-plans the running trials' thread counts out of the pool's cores
         (workers × threads) whenever a trial starts or ends; each trial takes its new width at
@@ -158,7 +159,10 @@ class LocalExecutor(Executor):
         trial over several whole devices by restarting it from its checkpoint at an epoch
         boundary, its global batch size kept. A trial that shrinks gives its devices back at its
         next epoch boundary; until then a newly placed trial shares them.
+
+        `memory_limit_mb` caps each worker's data memory (`worker.limit_memory`).
         """
+        self.memory_limit_mb = memory_limit_mb
         if scheduler not in ("fifo", "fluid"):
             raise BashtError(f"engine.scheduler: expected fifo or fluid, got {scheduler!r}")
         self.workers, self.threads, self.scheduler = workers, threads, scheduler
@@ -207,7 +211,7 @@ class LocalExecutor(Executor):
         try:
             process = self._ctx.Process(
                 target=worker_main,
-                args=(index, child, self.threads),
+                args=(index, child, self.threads, self.memory_limit_mb),
                 daemon=True,
                 name=f"basht-worker-{index}",
             )

@@ -21,10 +21,14 @@ from basht.states import Command, EventKind
 from basht.workloads import Resources, StopTrial, is_function_workload, resolve_workload
 
 
-def worker_main(index: int, conn: Connection, threads: int) -> None:
+def worker_main(
+    index: int, conn: Connection, threads: int, memory_limit_mb: int | None = None
+) -> None:
     """Serve commands until told to exit. SIGINT is left to the driver, which shuts workers down."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     limit_threads(threads)
+    if memory_limit_mb is not None:
+        limit_memory(memory_limit_mb)
     worker = _Worker(index, conn, threads)
     conn.send(("ready", index, os.getpid()))
     while True:
@@ -49,6 +53,18 @@ def _serve(worker: _Worker, message: tuple[Any, ...]) -> None:
         worker.run(message[1])
     elif command == "test":
         worker.test(message[1], message[2])
+
+
+def limit_memory(megabytes: int) -> None:
+    """Cap this process's data memory (heap and anonymous maps, RLIMIT_DATA): an allocation past
+    it raises MemoryError in the trial that made it, which fails with that reason."""
+    import resource
+
+    limit = megabytes * 2**20
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
 
 
 def build_workload(ref: WorkloadRef) -> Any:

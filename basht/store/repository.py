@@ -528,6 +528,16 @@ class Store:
                 },
             )
 
+    def drop_reports_after(self, trial_id: int, epoch: int) -> None:
+        """Forget the reports a trial made past `epoch`, the epoch it restarts from after an
+        interruption: it makes them again, and a curve has one value per epoch. The time spent
+        on them stays in the trial's totals (work lost to the interruption)."""
+        self._write(
+            delete(TrialReportRow).where(
+                TrialReportRow.trial_id == trial_id, TrialReportRow.epoch > epoch
+            )
+        )
+
     def trials(self, run_id: str, states: Iterable[str] | None = None) -> Sequence[TrialRow]:
         with self.session() as s:
             query = select(TrialRow).where(TrialRow.run_id == run_id)

@@ -20,6 +20,8 @@ from basht.store.repository import Store
 log = logging.getLogger(__name__)
 
 _STOP = object()
+#: Marks a call queued by `after_commit`, run once the writes queued before it are committed.
+_AFTER = object()
 
 
 class RowRef:
@@ -56,7 +58,8 @@ class WriteBehind:
                 except queue.Empty:
                     break
             stop = any(op is _STOP for op in batch)
-            ops = [op for op in batch if op is not _STOP]
+            ops = [op for op in batch if op is not _STOP and op[0] is not _AFTER]
+            afterwards = [op for op in batch if op is not _STOP and op[0] is _AFTER]
             try:
                 if ops:
                     with self.store.batch():
@@ -66,6 +69,8 @@ class WriteBehind:
                             result = getattr(self.store, method)(*args, **kwargs)
                             if ref is not None:
                                 ref.id = result
+                for _, call, args, _ in afterwards:  # the batch is committed: now it may
+                    call(*args)
             except BaseException as err:  # surfaced to the Tuner at its next call
                 log.error("store write failed: %s", err)
                 self._error = err
@@ -103,6 +108,15 @@ class WriteBehind:
 
     def log_decision(self, *args: Any, **kwargs: Any) -> None:
         self._put("log_decision", args, kwargs)
+
+    def after_commit(self, call: Any, *args: Any) -> None:
+        """Run `call(*args)` on the writer thread once everything queued before it is in the
+        store: a file the store names (a checkpoint) is deleted only after the store says so,
+        so a kill in between leaves a file too many, never a record of a file that is gone."""
+        if self._error is not None:
+            raise self._error
+        self._idle.clear()
+        self._queue.put((_AFTER, call, args, None))
 
     def flush(self) -> None:
         """Wait until everything queued so far is in the store."""

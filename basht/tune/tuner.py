@@ -18,6 +18,7 @@ from typing import Any
 
 from basht.engine.base import Executor
 from basht.engine.messages import COMPLETE, CONTINUE, PAUSE, STOP, TrialEvent, TrialTask
+from basht.failpoints import failpoint
 from basht.states import ENDS_RUN, EventKind, TrialState
 from basht.store import Store
 from basht.store.writer import WriteBehind
@@ -319,6 +320,7 @@ class Tuner:
             group=trial.group,
         )
         worker = self.executor.submit(task)
+        failpoint("promotion" if from_checkpoint else "dispatch")
         trial.worker = worker
         if self.on_trial is not None:
             self.on_trial(trial_id, worker, "start")
@@ -382,6 +384,7 @@ class Tuner:
             else:
                 decision = trial.told_decision
             self._answer(event, trial, value, decision)
+            failpoint("report")
         if self._logging:
             now = self.clock()
             trial.segment = ("train_s", now)
@@ -436,11 +439,13 @@ class Tuner:
             )
         decision = None
         if event.kind == EventKind.PAUSED and event.path:
+            failpoint("checkpoint")  # written by the worker, not yet recorded
             if self.checkpoint_dir is None:
                 trial.checkpoint = event.path  # no files, no records: _replace_checkpoint's rest
             else:
                 self._replace_checkpoint(trial, event.path, "pause", event.at or self.clock())
         if state is TrialState.COMPLETED:
+            failpoint("finish")
             self.algorithm.complete(event.trial_id)
             decision = self._log("complete", event.trial_id, trial.budget)
             self._record_completion(event.trial_id, trial, event.path, event.at or self.clock())
@@ -597,8 +602,8 @@ class Tuner:
 
     def _delete_checkpoint(self, path: str) -> None:
         if self.checkpoint_dir is not None:  # a simulation's checkpoints are names, not files
-            self.executor.discard_checkpoint(path)
             self.store.mark_checkpoint_deleted(path)
+            self.store.after_commit(self.executor.discard_checkpoint, path)
 
     # -- resume -----------------------------------------------------------------------------
 
@@ -661,6 +666,9 @@ class _NoStore:
 
     update_trial = add_trial_time = add_report = add_checkpoint = mark_checkpoint_deleted = _ignore
     log_decision = close = flush = _ignore
+
+    def after_commit(self, call: Any, *args: Any) -> None:
+        call(*args)  # nothing to wait for
 
 
 def _size(path: str) -> int:
