@@ -5,13 +5,13 @@ workers.
 Coordinator kills. `basht run` of a deterministic ASHA experiment (the `sleep` curve, one worker,
 a checkpoint at every pause) is killed with SIGKILL `--kills` times in one run: at failpoints
 (`BASHT_FAILPOINTS`: during deploy, as a trial is dispatched or promoted, at a report, while a
-pause's checkpoint is being recorded, as a trial finishes, during result collection and the test)
-and at random moments from outside. After each kill `basht resume latest` runs in the same folder
+pause's checkpoint is being recorded, as a trial finishes, during result collection and the test;
+one armed per attempt, in turn, see `IN_SEARCH`) and at random moments from outside. After each kill `basht resume latest` runs in the same folder
 without `--store`, at once. After every kill it checks that
 
 * no process of the run is left (its workers end once their driver is gone);
-* every trial the store held as completed after an earlier kill is still there, once, with the
-  same value, budget and reports, and no trial number or (trial, epoch) report is there twice;
+* every trial the store held as finished (completed, stopped, failed) after an earlier kill is
+  still there, once, with the same state, value, budget and reports, and no trial number or (trial, epoch) report is there twice;
 * every checkpoint the store holds as live is a whole file that loads;
 
 and at the end that the run completed, that its decision log replays on a fresh algorithm to the
@@ -23,8 +23,9 @@ its worker, `os.abort()`, an allocation past `resources.limit_memory`, an except
 `chaos_workload.py`): each faulted trial fails with a reason that says how, a new worker takes the
 dead one's place, every other trial completes, the run completes, and no process is left.
 
-Both on SQLite and on PostgreSQL (a throwaway server on 127.0.0.1, `tests/postgres.py`), where one
-kill is replaced by stopping the server mid-run and starting it again.
+Both on SQLite and on PostgreSQL (a throwaway server on 127.0.0.1, `tests/postgres.py`), where the
+server is also stopped mid-run and started again: the run ends with one line (exit code 2) and is
+resumed like the killed ones.
 
     python benchmarks/chaos.py [--kills 20] [--trials 60] [--fault-every 4] [--seed 0]
         [--stores sqlite postgres] [--out benchmarks/results/chaos.json]
@@ -68,20 +69,31 @@ from basht.tune import replay  # noqa: E402
 from basht.tune.factory import make_algorithm  # noqa: E402
 from basht.tune.tuner import trial_seed  # noqa: E402
 
-#: How often each failpoint kills the coordinator when it is reached, in an attempt that is to
-#: be killed at a failpoint (whichever it reaches first that draws a kill).
-FAILPOINTS = {
-    "deploy": 0.1,
-    "dispatch": 0.05,
-    "report": 0.02,
-    "promotion": 0.06,
-    "checkpoint": 0.1,
-    "finish": 0.25,
-    "collect": 0.75,
-    "test": 0.75,
+#: The kills, in turn: each attempt arms one failpoint (or none: killed from outside at a random
+#: moment), with the chance that it kills the process each time it is reached, so that the
+#: attempt gets some way first. `collect` is armed in every attempt but the last two, so that one
+#: that gets past the search dies there; the last two kills are at collect and at the test.
+IN_SEARCH = {
+    "outside": 0.0,
+    "deploy": 1.0,
+    "dispatch": 0.2,
+    "report": 0.05,
+    "promotion": 0.3,
+    "checkpoint": 0.3,
+    "finish": 1.0,
 }
-#: Share of the kills made from outside at a random moment instead of at a failpoint.
-TIMED_SHARE = 0.3
+AT_THE_END = ("collect", "test")
+
+
+def aimed_at(kill: int, kills: int) -> tuple[str, dict[str, float]]:
+    """Where the attempt that is to make kill number `kill` (0-based) aims, and the failpoints
+    it arms for that."""
+    last = kills - len(AT_THE_END)
+    if kill >= last:
+        point = AT_THE_END[kill - last]
+        return point, {point: 1.0}
+    point = list(IN_SEARCH)[kill % len(IN_SEARCH)]
+    return point, {"collect": 1.0} | ({} if point == "outside" else {point: IN_SEARCH[point]})
 
 
 #: States a trial ends in for good: once stored, they must stay as they are.
@@ -325,11 +337,11 @@ def killed_run(
         env, kill_after = cli_env(tag), None
         stop_server = outcome.kills == restart_at and outcome.server_restarts == 0
         if outcome.kills < kills and not stop_server:
-            if rng.random() < TIMED_SHARE:
+            aim, points = aimed_at(outcome.kills, kills)
+            if aim == "outside":
                 kill_after = rng.uniform(0.5, 2.5)
-            else:
-                env["BASHT_FAILPOINTS"] = ",".join(f"{k}={v}" for k, v in FAILPOINTS.items())
-                env["BASHT_FAILPOINTS_SEED"] = str(rng.getrandbits(32))
+            env["BASHT_FAILPOINTS"] = ",".join(f"{k}={v}" for k, v in points.items())
+            env["BASHT_FAILPOINTS_SEED"] = str(rng.getrandbits(32))
         if stop_server:
             code, out, err = _with_server_restart(args, folder, env, restart_server, rng)
             outcome.server_restarts += 1
@@ -489,7 +501,7 @@ def main() -> None:
     parser.add_argument("--stores", nargs="+", default=["sqlite", "postgres"])
     parser.add_argument("--out", type=Path, default=HERE / "results" / "chaos.json")
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=150)
     killed: list[Outcome] = []
     faulted: list[FaultOutcome] = []
     with tempfile.TemporaryDirectory(prefix="basht-chaos-") as tmp:
@@ -521,7 +533,7 @@ def main() -> None:
         args.out,
         "chaos",
         {
-            "settings": vars(args) | {"out": str(args.out), "failpoints": FAILPOINTS},
+            "settings": vars(args) | {"out": str(args.out), "failpoints": IN_SEARCH},
             "coordinator_kills": [_plain(o) for o in killed],
             "worker_faults": [_plain(o) for o in faulted],
         },
