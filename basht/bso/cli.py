@@ -47,8 +47,18 @@ def serve(
     token: Annotated[
         str | None,
         typer.Option(
-            help="Require this bearer token on every route that changes state. Prefer the "
-            "environment variable BASHT_BSO_TOKEN: arguments are visible to other users.",
+            help="Require this bearer token on every route that changes state (every route but "
+            "`GET /health`, `GET /jobs` and the docs). Prefer the environment variable "
+            "BASHT_BSO_TOKEN: arguments are visible to other users.",
+        ),
+    ] = None,
+    protect_reads: Annotated[
+        bool | None,
+        typer.Option(
+            "--protect-reads",
+            help="Require the token on the read routes too (`GET /jobs`, the docs): all but "
+            "`GET /health`. Needs a token. Env: BASHT_BSO_PROTECT_READS.",
+            show_default=False,
         ),
     ] = None,
     workers: Annotated[
@@ -76,6 +86,14 @@ def serve(
             "as Zeus). Env: BASHT_BSO_CRASH_LIMIT.",
         ),
     ] = None,
+    max_body_bytes: Annotated[
+        int | None,
+        typer.Option(
+            help="The largest request body taken, in bytes; a larger one is answered 413 "
+            "without being read (default 1048576, 1 MiB; a job spec takes under 1 KiB). "
+            "Env: BASHT_BSO_MAX_BODY_BYTES.",
+        ),
+    ] = None,
 ) -> None:
     """Serve the batch size optimizer over HTTP (Zeus's BSO protocol), until Ctrl-C."""
     import os
@@ -95,10 +113,12 @@ def serve(
         log_level=log_level,
         trial_timeout=trial_timeout,
         crash_limit=crash_limit,
+        max_body_bytes=max_body_bytes,
+        protect_reads=protect_reads or None,  # not given: the environment decides
     )
     settings.check_can_listen()  # before the database: a taken port creates nothing
     revision = ensure_ready(settings.db)
-    if settings.host not in ("127.0.0.1", "localhost", "::1"):
+    if settings.host not in LOOPBACK:
         err_console.print(
             f"[yellow]warning:[/yellow] serving on {settings.host}: reachable from other machines"
             + ("" if settings.token else "; anyone who reaches it can change jobs (set a token)"),
@@ -106,11 +126,13 @@ def serve(
         )
     os.environ.update(settings.to_env())  # the workers rebuild the settings from these
     console.print(
-        f"basht bso: http://{settings.host}:{settings.port} (docs at /docs), database "
+        f"basht bso: http://{settings.host}:{settings.port} ({_reach_words(settings.host)}; "
+        f"docs at /docs), database "
         f"{redact(settings.db)} at revision {revision}, {settings.workers} worker(s), "
         f"{_timeout_words(settings.trial_timeout)}, {_crash_words(settings.crash_limit)}"
-        f"{', token required' if settings.token else ''}",
+        f"{_token_words(settings)}",
         highlight=False,
+        soft_wrap=True,  # one line in a log file too, whatever its width
     )
     uvicorn.run(
         "basht.bso.server:app_from_env",
@@ -236,6 +258,19 @@ def simulate(
                 indent=2,
             )
         )
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _reach_words(host: str) -> str:
+    return "this machine only" if host in LOOPBACK else "reachable from other machines"
+
+
+def _token_words(settings: Any) -> str:
+    if settings.token is None:
+        return ", no token"
+    return ", token required" + (" (reads too)" if settings.protect_reads else " to write")
 
 
 def _timeout_words(seconds: float) -> str:

@@ -22,6 +22,11 @@ DEFAULT_CRASH_LIMIT = 2
 """How many pruning probes of one batch size may crash in a row before the size counts as
 failing (it did not reach the target): one crash may be bad luck (a preempted machine), but a
 size that kills its script each time (an out-of-memory crash) would otherwise be probed for ever."""
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+"""The largest request body the server takes (1 MiB). The protocol's largest body, a job spec, is
+under 1 KiB plus a few bytes per batch size; a larger one is refused with a 413 before it is read
+whole, so no client can make a server process buffer gigabytes."""
+MIN_BODY_BYTES = 1024  # a job spec of a few batch sizes takes about 700 bytes
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,8 @@ class ServerSettings:
     echo_sql: bool = False
     trial_timeout: float = DEFAULT_TRIAL_TIMEOUT_S  # seconds; 0: never abandon a trial
     crash_limit: int = DEFAULT_CRASH_LIMIT  # crashed probes in a row that fail a size; 0: never
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES  # larger request bodies are refused with a 413
+    protect_reads: bool = False  # the token guards the read routes too (all but /health)
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
@@ -51,6 +58,15 @@ class ServerSettings:
             )
         if self.crash_limit < 0:
             raise BSOError(f"crash limit {self.crash_limit}: expected 0 or more (0: never)")
+        if self.max_body_bytes < MIN_BODY_BYTES:
+            raise BSOError(
+                f"max body bytes {self.max_body_bytes}: expected at least {MIN_BODY_BYTES} "
+                "(a job spec takes about 700 bytes)"
+            )
+        if self.protect_reads and self.token is None:
+            raise BSOError(
+                "protect reads: needs a token to protect them with (BASHT_BSO_TOKEN or --token)"
+            )
         if self.token is not None and not self.token.strip():
             raise BSOError("token: empty; leave it unset to serve without one")
         if self.token is not None:

@@ -1,15 +1,22 @@
 """The BSO HTTP server: Zeus's routes, status codes and error bodies, over `BSOService`.
 
 A stock Zeus `BatchSizeOptimizer` client works against it unchanged. Our additions: `GET /jobs`
-(a job's state, for people and tests), `GET /health`, and an optional bearer token on every route
-that changes state. Because the Zeus client cannot send headers, the token is also accepted as
-the password of HTTP basic auth, which httpx sends for a URL like http://bso:TOKEN@host:8000.
+(a job's state, for people and tests), `GET /health`, an optional bearer token, and a limit on
+request bodies (413 past it). Because the Zeus client cannot send headers, the token is also
+accepted as the password of HTTP basic auth, which httpx sends for a URL like
+http://bso:TOKEN@host:8000.
+
+With a token, every request needs it except `GET /health` and the read routes (`GET /jobs` and the
+API docs), and those too with `protect_reads`. The rule is checked before routing, by method and
+path, and a route is a read only if it is named so here: a route added later needs the token
+unless it is added to the reads on purpose.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import json
 import logging
 import math
 import secrets
@@ -22,6 +29,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import AfterValidator
+from starlette.datastructures import Headers
 
 from basht.bso.config import ServerSettings
 from basht.bso.db.engine import open_engine, redact
@@ -37,6 +45,7 @@ from basht.bso.spec import (
     ReportResponse,
     TrainingResult,
     TrialId,
+    plain,
     storable,
 )
 
@@ -66,8 +75,113 @@ class JsonWithoutContentType:
         await self.app(scope, receive, send)
 
 
-class _Unauthorized(Exception):
-    pass
+async def _answer(
+    send: Any, status_code: int, message: str, headers: dict[str, str] | None = None
+) -> None:
+    """Answer {"message": ...} from a middleware, before the application sees the request."""
+    body = json.dumps({"message": message}).encode()
+    fields = {
+        "content-type": "application/json",
+        "content-length": str(len(body)),
+        **(headers or {}),
+    }
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status_code,
+            "headers": [(k.encode(), v.encode()) for k, v in fields.items()],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class TokenGate:
+    """Answer 401 to a request without the server's token, unless its route is open to all.
+
+    `open_routes` and `read_routes` are (method, path) pairs; reads pass without the token unless
+    `protect_reads`. Everything else, unknown paths included, needs the token, so a new route is
+    guarded from its first line. HEAD counts as GET.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        token: str | None,
+        open_routes: frozenset[tuple[str, str]],
+        read_routes: frozenset[tuple[str, str]],
+        protect_reads: bool,
+    ) -> None:
+        self.app = app
+        self.token = None if token is None else token.encode()
+        self.free = open_routes if protect_reads else open_routes | read_routes
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and self.token is not None:
+            method = "GET" if scope["method"] == "HEAD" else scope["method"]
+            if (method, scope["path"]) not in self.free:
+                given = _token_of(Headers(scope=scope))
+                if given is None or not secrets.compare_digest(given.encode(), self.token):
+                    await _answer(
+                        send,
+                        status.HTTP_401_UNAUTHORIZED,
+                        "this server needs a token: Authorization: Bearer TOKEN",
+                        {"www-authenticate": 'Bearer, Basic realm="basht-bso"'},
+                    )
+                    return
+        await self.app(scope, receive, send)
+
+
+class BodyLimit:
+    """Answer 413 to a request whose body is larger than `max_bytes`, reading no more of it than
+    that: at once when its Content-Length says so, else (a chunked body) as soon as the bytes
+    read pass the limit. A body within the limit is read here and handed on whole."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = Headers(scope=scope).get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(send)
+            return
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away before its body was complete
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await self._refuse(send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        whole = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        handed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal handed
+            if handed:
+                return await receive()  # after the body: a disconnect, when it comes
+            handed = True
+            return whole
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, send: Any) -> None:
+        # The rest of the body is never read, so the connection cannot carry another request.
+        await _answer(
+            send,
+            413,  # Content Too Large (its Starlette name changed across versions)
+            f"request body too large: this server takes at most {self.max_bytes} bytes "
+            "(basht bso serve --max-body-bytes)",
+            {"connection": "close"},
+        )
 
 
 def _service(request: Request) -> BSOService:
@@ -76,11 +190,18 @@ def _service(request: Request) -> BSOService:
 
 Svc = Annotated[BSOService, Depends(_service)]
 # A job id in a query string is checked like one in a body: PostgreSQL fails on a NUL in it.
-JobId = Annotated[str, Query(max_length=JOB_ID_MAX_LENGTH), AfterValidator(storable)]
+JobId = Annotated[
+    str,
+    Query(min_length=1, max_length=JOB_ID_MAX_LENGTH),
+    AfterValidator(storable),
+    AfterValidator(plain),
+]
+OPEN_ROUTES = frozenset({("GET", "/health")})
+"""Routes that answer without the token, always: a liveness probe tells nothing about jobs."""
 
 
-def _token_of(request: Request) -> str | None:
-    header = request.headers.get("authorization", "")
+def _token_of(headers: Headers) -> str | None:
+    header = headers.get("authorization", "")
     scheme, _, value = header.partition(" ")
     if scheme.lower() == "bearer":
         return value.strip()
@@ -144,17 +265,19 @@ def create_app(settings: ServerSettings) -> FastAPI:
         version="1",
         lifespan=lifespan,
     )
+    # The last added runs first: the token before the body is read, the limit before parsing.
     app.add_middleware(JsonWithoutContentType)  # type: ignore[arg-type]
-
-    async def require_token(request: Request) -> None:
-        """Every route that changes state needs the token, when the server has one."""
-        if settings.token is None:
-            return
-        given = _token_of(request)
-        if given is None or not secrets.compare_digest(given.encode(), settings.token.encode()):
-            raise _Unauthorized()
-
-    write = [Depends(require_token)]
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)  # type: ignore[arg-type]
+    # The reads: a job's state and the API docs. (GET /jobs/batch_size opens a trial: a write.)
+    docs = (app.openapi_url, app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url)
+    reads = frozenset([("GET", REGISTER_JOB_URL), *(("GET", url) for url in docs if url)])
+    app.add_middleware(
+        TokenGate,  # type: ignore[arg-type]
+        token=settings.token,
+        open_routes=OPEN_ROUTES,
+        read_routes=reads,
+        protect_reads=settings.protect_reads,
+    )
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, err: RequestValidationError) -> JSONResponse:
@@ -167,14 +290,6 @@ def create_app(settings: ServerSettings) -> FastAPI:
             detail["input"] = _json_safe(err.value)
             return JSONResponse(status_code=422, content={"detail": [detail]})
         return JSONResponse(status_code=err.status_code, content={"message": err.message})
-
-    @app.exception_handler(_Unauthorized)
-    async def _unauthorized(_: Request, err: _Unauthorized) -> JSONResponse:
-        return JSONResponse(
-            status_code=status.HTTP_401_UNAUTHORIZED,
-            content={"message": "this server needs a token: Authorization: Bearer TOKEN"},
-            headers={"WWW-Authenticate": 'Bearer, Basic realm="basht-bso"'},
-        )
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, err: Exception) -> JSONResponse:
@@ -190,7 +305,6 @@ def create_app(settings: ServerSettings) -> FastAPI:
         status_code=status.HTTP_201_CREATED,
         response_model=JobSpecFromClient,
         responses={200: {"description": "The same spec was already registered"}},
-        dependencies=write,
     )
     async def register_job(job: JobSpecFromClient, response: Response, svc: Svc) -> dict[str, Any]:
         """Register a recurring job, or confirm it: 201 new, 200 same spec, 409 changed spec."""
@@ -198,24 +312,24 @@ def create_app(settings: ServerSettings) -> FastAPI:
         response.status_code = status.HTTP_201_CREATED if is_new else status.HTTP_200_OK
         return JobSpecFromClient.model_validate(created.model_dump()).model_dump()
 
-    @app.get(GET_NEXT_BATCH_SIZE_URL, response_model=TrialId, dependencies=write)
+    @app.get(GET_NEXT_BATCH_SIZE_URL, response_model=TrialId)
     async def next_batch_size(job_id: JobId, svc: Svc) -> TrialId:
         """Open a trial: the batch size to train with and its trial number (changes state)."""
         return await svc.next_trial(job_id)
 
-    @app.post(REPORT_RESULT_URL, response_model=ReportResponse, dependencies=write)
+    @app.post(REPORT_RESULT_URL, response_model=ReportResponse)
     async def report(result: TrainingResult, svc: Svc) -> ReportResponse:
         """Report one epoch (cumulative time and energy); the answer says whether to stop.
 
         Each report also tells the server the trial is alive; an abandoned trial's is a 409."""
         return await svc.report(result)
 
-    @app.patch(REPORT_END_URL, dependencies=write)
+    @app.patch(REPORT_END_URL)
     async def end_trial(trial: TrialId, svc: Svc) -> None:
         """End a trial; one still running is marked Failed (a crash: no cost is learned)."""
         await svc.end_trial(trial)
 
-    @app.delete(DELETE_JOB_URL, dependencies=write)
+    @app.delete(DELETE_JOB_URL)
     async def delete_job(job_id: JobId, svc: Svc) -> None:
         """Delete a job with its trials and arms; 404 if there is no such job."""
         await svc.delete_job(job_id)

@@ -1,9 +1,10 @@
 """The optimizer's operations on its database: one transaction per request, safe with many workers.
 
 Every operation on an existing job first takes that job's row lock (SELECT ... FOR UPDATE on
-PostgreSQL; on SQLite the whole transaction is serialized by BEGIN IMMEDIATE), then reads, decides
-and writes inside the same transaction. So two server processes can never hand out the same trial
-number, lose a report, or race on the job's minimum cost. Nothing is held in process memory.
+PostgreSQL, FOR SHARE to read a job's state; on SQLite the whole transaction is serialized by
+BEGIN IMMEDIATE), then reads, decides and writes inside the same transaction. So two server
+processes can never hand out the same trial number, lose a report, race on the job's minimum
+cost, or show a job half-way through a change. Nothing is held in process memory.
 
 The decisions are Zeus's (see `bandit`, `pruning` and `report`); the places where we differ from
 Zeus are marked "Fix over Zeus".
@@ -316,9 +317,16 @@ class BSOService:
     # -- GET /jobs ----------------------------------------------------------------------------
 
     async def job_state(self, job_id: str) -> dict[str, Any]:
-        """Everything the server knows about a job: spec, stage, minimum cost, arms, trials."""
+        """Everything the server knows about a job: spec, stage, minimum cost, arms, trials.
+
+        The job row is share-locked while its rows are read: on PostgreSQL each statement sees
+        what was committed when it began, so without the lock a report committed between reading
+        the job and reading its trials showed a Succeeded trial cheaper than the job's minimum
+        cost (or a minimum of None), a state that never was. Writers hold the job's row lock for
+        their whole transaction, so with it the three reads see one moment.
+        """
         async with self._transaction() as s:
-            job = await s.get(JobRow, job_id)
+            job = await _lock(s, job_id, share=True)
             if job is None:
                 raise NotFound(f"Unknown job({job_id})")
             arms = await _arms(s, job_id)
@@ -370,10 +378,12 @@ class BSOService:
 # -- helpers (all inside the caller's transaction) ----------------------------------------------
 
 
-async def _lock(s: AsyncSession, job_id: str) -> JobRow | None:
-    """The job row, locked until the transaction ends (FOR UPDATE is a no-op on SQLite, whose
-    BEGIN IMMEDIATE already serializes the whole transaction)."""
-    return await s.scalar(select(JobRow).where(JobRow.job_id == job_id).with_for_update())
+async def _lock(s: AsyncSession, job_id: str, share: bool = False) -> JobRow | None:
+    """The job row, locked until the transaction ends: FOR UPDATE, or FOR SHARE with `share`
+    (readers wait for a writer, not for each other). Both are no-ops on SQLite, whose BEGIN
+    IMMEDIATE already serializes the whole transaction."""
+    query = select(JobRow).where(JobRow.job_id == job_id).with_for_update(read=share)
+    return await s.scalar(query)
 
 
 def _utc(moment: datetime) -> datetime:

@@ -8,10 +8,15 @@ it with a 422 instead; a stock client never sends those. Every float must be fin
 integer must fit the column that stores it (32-bit INTEGER on PostgreSQL and MySQL; the seed is a
 64-bit BIGINT) and every string its column (a length, no NUL), so no value can fail
 later in the database or in the JSON of an answer.
+
+Ids are free text, as in Zeus: a quote, a slash, a percent sign or any script is an ordinary
+character, stored through bound parameters and compared exactly (no normalization). Control
+characters are refused (see `plain`).
 """
 
 from __future__ import annotations
 
+import unicodedata
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -53,11 +58,33 @@ def storable(value: str) -> str:
     return value
 
 
+_LINE_BREAKING = frozenset({"Cc", "Zl", "Zp"})
+
+
+def plain(value: str) -> str:
+    """Ids and names are free text, but without control characters (tab, newline, escape, DEL,
+    ...) or line and paragraph separators: the server writes them to its log and people read them
+    in tables, where a newline would forge a log line and an escape sequence drive the terminal.
+    Anything else (quotes, slashes, percent signs, other scripts) is an ordinary character."""
+    for char in value:
+        if unicodedata.category(char) in _LINE_BREAKING:
+            raise ValueError(
+                f"must not contain control characters or line separators (found U+{ord(char):04X})"
+            )
+    return value
+
+
 JOB_ID_MAX_LENGTH = 400
 """The length of the job_id columns. A prefix leaves room for the "-<8 hex>" a server adds."""
 
-JobIdStr = Annotated[str, Field(max_length=JOB_ID_MAX_LENGTH), AfterValidator(storable)]
-Str300 = Annotated[str, Field(max_length=300), AfterValidator(storable)]
+# An empty id would name no job: the server would invent a new one at each registration.
+JobIdStr = Annotated[
+    str,
+    Field(min_length=1, max_length=JOB_ID_MAX_LENGTH),
+    AfterValidator(storable),
+    AfterValidator(plain),
+]
+Str300 = Annotated[str, Field(max_length=300), AfterValidator(storable), AfterValidator(plain)]
 
 
 class Stage(StrEnum):

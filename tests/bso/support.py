@@ -169,6 +169,17 @@ def check_hammered(url: str, job_id: str, seen: list[dict[str, Any]]) -> None:
     assert state["min_cost"] == cheapest
 
 
+def bso_load() -> Any:
+    """benchmarks/bso_load.py as a module: the load tests use its clients and its checks."""
+    import importlib
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        return importlib.import_module("bso_load")
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+
 # -- training clients that die, and databases an older server left ------------------------------
 
 TRAINING_SCRIPT = """\

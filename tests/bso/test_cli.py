@@ -57,6 +57,22 @@ def test_migrate_takes_the_database_from_the_environment(basht, tmp_path):
     assert (tmp_path / "env.db").exists()
 
 
+def test_serve_binds_the_loopback_address_unless_told_otherwise_and_says_so(serve):
+    import psutil
+
+    server = serve()  # no --host, no BASHT_BSO_HOST
+    port = int(server.url.rsplit(":", 1)[1])
+    listening = {
+        (c.laddr.ip, c.laddr.port)
+        for c in psutil.Process(server.process.pid).net_connections("inet")
+        if c.status == psutil.CONN_LISTEN
+    }
+    assert listening == {("127.0.0.1", port)}
+    start = [line for line in server.log.read_text().splitlines() if line.startswith("basht bso:")]
+    assert start[0].startswith(f"basht bso: http://127.0.0.1:{port} (this machine only; ")
+    assert "no token" in start[0]
+
+
 def test_serving_migrates_an_embedded_database_on_first_start(serve, tmp_path):
     server = serve(db=f"sqlite:///{tmp_path / 'first.db'}")
     with server.client() as c:

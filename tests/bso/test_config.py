@@ -43,6 +43,16 @@ def test_the_trial_timeout_defaults_to_a_day_and_zero_means_never():
     )
 
 
+def test_bodies_are_limited_to_a_mebibyte_and_reads_are_open_by_default():
+    settings = ServerSettings.from_env({})
+    assert settings.max_body_bytes == 1024 * 1024 and settings.protect_reads is False
+    env = {"BASHT_BSO_TOKEN": "t", "BASHT_BSO_PROTECT_READS": "yes"}
+    assert ServerSettings.from_env(env).protect_reads is True
+    assert ServerSettings.from_env(env, protect_reads=None).protect_reads is True
+    limited = ServerSettings(token="t", protect_reads=True, max_body_bytes=4096)
+    assert ServerSettings.from_env(limited.to_env()) == limited
+
+
 @pytest.mark.parametrize(
     ("env", "fragment"),
     [
@@ -56,6 +66,9 @@ def test_the_trial_timeout_defaults_to_a_day_and_zero_means_never():
         ({"BASHT_BSO_TOKEN": "pässword"}, "printable ASCII"),
         ({"BASHT_BSO_TOKEN": " secret"}, "without surrounding spaces"),
         ({"BASHT_BSO_TOKEN": "sec\nret"}, "printable ASCII"),
+        ({"BASHT_BSO_MAX_BODY_BYTES": "1M"}, "BASHT_BSO_MAX_BODY_BYTES='1M': expected an integer"),
+        ({"BASHT_BSO_MAX_BODY_BYTES": "100"}, "max body bytes 100: expected at least 1024"),
+        ({"BASHT_BSO_PROTECT_READS": "true"}, "protect reads: needs a token"),
     ],
 )
 def test_bad_environment_values_are_named(env, fragment):

@@ -68,11 +68,31 @@ def test_gpu_fields_serialise_first_like_zeus():
         ({"job_id_prefix": "x" * 301, "job_id": "x" * 301}, "at most 300 characters"),
         ({"gpu_model": "x" * 301}, "at most 300 characters"),
         ({"gpu_model": "A\x00100"}, "NUL"),
+        ({"job_id": "test-\n200 OK"}, "control characters or line separators (found U+000A)"),
+        ({"job_id": "test-\x1b[2J"}, "U+001B"),
+        ({"job_id": "test-\u2028"}, "U+2028"),
+        ({"job_id_prefix": "te\tst", "job_id": "te\tst-1"}, "U+0009"),
+        ({"gpu_model": "A100\x85"}, "U+0085"),
     ],
 )
 def test_bad_specs_are_rejected_with_the_reason(changes, fragment):
     with pytest.raises(ValidationError, match=re.escape(fragment)):
         JobSpecFromClient.model_validate(job_body("test-1", **changes))
+
+
+@pytest.mark.parametrize(
+    "job_id",
+    [
+        "'; DROP TABLE bso_jobs;--",
+        "../../etc/passwd",
+        "%2e%2e%2f",
+        "é-e\u0301-日本-🙂",
+        "\u202eevil",
+    ],
+)
+def test_ids_are_free_text_but_for_control_characters(job_id):
+    spec = JobSpecFromClient.model_validate(job_body(job_id, job_id_prefix=job_id[:1]))
+    assert spec.job_id == job_id  # kept exactly: no normalization, no escaping
 
 
 def test_beta_null_disables_early_stopping():
@@ -119,6 +139,7 @@ def test_integers_up_to_their_columns_are_accepted():
         ({"trial_number": -(2**31) - 1}, "greater than or equal to"),
         ({"batch_size": 2**31}, "less than or equal to"),
         ({"job_id": "j\x00"}, "NUL"),
+        ({"job_id": "j\r"}, "U+000D"),
         ({"time": float("inf")}, "finite number"),
         ({"energy": float("nan")}, "finite number"),
         ({"metric": float("-inf")}, "finite number"),
