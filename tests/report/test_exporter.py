@@ -112,6 +112,23 @@ def test_an_unmeasured_trial_adds_no_energy_series():
     assert components == {"cpu"}
 
 
+def test_the_exporter_listens_on_loopback_only_unless_told_otherwise():
+    """Live metrics name the run's trials and costs: other machines must not read them by
+    default."""
+    from basht.energy import CombinedSource, EnergyMonitor
+    from basht.report.exporter import LiveExporter
+    from tests.energy.test_monitor import CountingSource
+
+    monitor = EnergyMonitor(source=CombinedSource([CountingSource()]), slots=1)
+    exporter = LiveExporter(monitor, port=0)
+    try:
+        assert exporter.server.server_address[0] == "127.0.0.1"
+        assert exporter.url.startswith("http://127.0.0.1:")
+    finally:
+        exporter.stop()
+        monitor.close()
+
+
 def _sleep_spec(spec, port: int) -> dict:
     spec["workload"]["params"] = {"epoch_s": 0.01}
     spec["search"].update(max_budget=2, max_trials=3)
