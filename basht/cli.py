@@ -204,7 +204,12 @@ def compare(
         ),
     ] = None,
     repeat: Annotated[
-        int, typer.Option(help="Seeds per system (seed, seed+1, ...); cells show median (range).")
+        int,
+        typer.Option(
+            min=1,
+            max=1000,  # each is a whole run per system; more is a typo, and its seeds a list
+            help="Seeds per system (seed, seed+1, ...); cells show median (range).",
+        ),
     ] = 1,
     target: Annotated[
         float | None,
@@ -220,7 +225,10 @@ def compare(
 
     Each run is fully undeployed before the next. With several files the table shows the
     settings they differ in, and the outcome."""
+    import math
+
     from basht.bench import run_benchmark
+    from basht.bench.preflight import preflight
     from basht.bench.systems.compare import parse_systems, run_comparison
     from basht.experiment import Experiment, load_experiment
     from basht.report.compare import compare_rows, compare_table
@@ -234,6 +242,11 @@ def compare(
     if systems is None:
         systems = "native" if len(experiments) > 1 else "native,optuna,raytune"
     chosen = parse_systems(systems)
+    # What would fail every run fails now, in one line, before any run starts or is stored.
+    if target is not None and not math.isfinite(target):
+        raise BashtError(f"--target: must be a finite number, got {target}")
+    for experiment in experiments:
+        preflight(experiment)
 
     def run_one(exp: Experiment, root: Path) -> RunResult:
         name = f"{exp.name} · " if len(experiments) > 1 else ""
@@ -325,7 +338,10 @@ def validate(file: Annotated[Path, typer.Argument(help="Experiment file (YAML or
 @app.command("runs")
 def list_runs(
     store: StoreOption = "sqlite:///basht.db",
-    limit: Annotated[int, typer.Option(min=1, help="Show at most this many.")] = 50,
+    limit: Annotated[
+        # A database's LIMIT takes a 64-bit integer; a larger one was a traceback.
+        int, typer.Option(min=1, max=1_000_000, help="Show at most this many.")
+    ] = 50,
 ) -> None:
     """List the runs in the store, newest first."""
     from basht.report import runs_table
@@ -413,7 +429,12 @@ def simulate(
         Path, typer.Option(help="Measured curves to replay (a `basht curves` table).")
     ],
     workers: Annotated[
-        int | None, typer.Option(min=1, help="Simulated workers (default: the file's).")
+        int | None,
+        typer.Option(
+            min=1,
+            max=1_000_000,  # a million take a second; a billion, minutes and gigabytes
+            help="Simulated workers (default: the file's).",
+        ),
     ] = None,
     pruners: Annotated[
         str | None,
@@ -421,7 +442,7 @@ def simulate(
             help="Comma-separated pruners to compare (default: every early-stopping one)."
         ),
     ] = None,
-    seeds: Annotated[int, typer.Option(min=1, help="Runs per pruner, seeds 0..N-1.")] = 3,
+    seeds: Annotated[int, typer.Option(min=1, max=1000, help="Runs per pruner, seeds 0..N-1.")] = 3,
     target: Annotated[
         float | None, typer.Option(help="The value to reach (default: search.target).")
     ] = None,
@@ -530,8 +551,6 @@ def plan(
     from basht.store import Store
 
     experiment = load_experiment(file)
-    if json_out is not None:  # a folder that cannot be made fails now, not after the planning
-        json_out.parent.mkdir(parents=True, exist_ok=True)
     job = ShaJob.from_experiment(experiment)
     note = job_note(job, experiment.search.pruner)
     if note:
@@ -544,6 +563,8 @@ def plan(
         scaling=scaling,
         startup_s=startup,
     )
+    if json_out is not None:  # a folder that cannot be made fails now, not after the planning
+        json_out.parent.mkdir(parents=True, exist_ok=True)
     result = plan_job(
         job,
         measured,
@@ -705,12 +726,7 @@ def main() -> None:
     except (KeyboardInterrupt, typer.Abort):
         _interrupted(None)
     except typer.TyperException as err:  # a bad option or argument: typer's own click says why
-        show = getattr(err, "show", None)
-        if callable(show):
-            show()
-        else:
-            err_console.print(f"error: {escape(str(err))}", highlight=False)
-        sys.exit(2)
+        _usage_error(err)
     if code == 130:
         _interrupted(None)
     if _all_closed:
@@ -759,6 +775,17 @@ def _interrupted(run: RunInterrupted | None) -> NoReturn:
         message = "interrupted: finished trials are kept in the store"
     err_console.print(escape(message), highlight=False, soft_wrap=True)
     sys.exit(130)
+
+
+def _usage_error(err: typer.TyperException) -> NoReturn:
+    """A bad option or argument is one line too: click's reason and where the usage is (its
+    usage text is `--help`'s). A command given no arguments still shows its help."""
+    if type(err).__name__ == "NoArgsIsHelpError":  # typer checks it so too: the class is private
+        err.show()
+        sys.exit(2)
+    ctx = getattr(err, "ctx", None)
+    command = ctx.command_path if ctx is not None else "basht"
+    _error(f"{err.format_message().rstrip('.')} (see {command} --help)")
 
 
 def _error(message: str) -> NoReturn:

@@ -30,7 +30,9 @@ PRUNERS = ("none", "sha", "asha", "hyperband", "async-hyperband")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # A field's docstring is its description in the JSON schema, which the documentation's
+    # experiment-file reference is generated from.
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 Number = int | float
@@ -46,8 +48,11 @@ class LegacyParam(_Strict):
     """
 
     start: Number | list[PositiveInt]
+    """The first value; a list such as `[10]` gives layer widths from `start[0]`."""
     end: Number | list[PositiveInt]
+    """The last value (included); a list's length is the most layers."""
     step_size: PositiveFloat | list[PositiveInt]
+    """The step between values; a list is `[width step, layer step]`."""
 
     @model_validator(mode="after")
     def _shape(self) -> LegacyParam:
@@ -91,8 +96,12 @@ class LegacyParam(_Strict):
 
 
 class WorkloadSpec(_Strict):
+    """What a trial trains and evaluates: a built-in workload or one of the user's own."""
+
     name: str
+    """A built-in workload's name, or `package.module:attr` of your own."""
     params: dict[str, Any] = Field(default_factory=dict)
+    """Fixed workload parameters, the same for every trial (e.g. `optimizer: adam`)."""
 
     @field_validator("name")
     @classmethod
@@ -104,24 +113,41 @@ class WorkloadSpec(_Strict):
 
 
 class SearchSpec(_Strict):
-    sampler: Literal["random", "grid", "tpe"] = "random"  # tpe: native and optuna
+    """How configurations are proposed (the sampler), stopped early (the pruner) and ranked."""
+
+    sampler: Literal["random", "grid", "tpe"] = "random"
+    """Where new configurations come from: `random`, `grid`, or `tpe` (Optuna's TPE; systems
+    native and optuna)."""
     pruner: Literal["none", "sha", "asha", "hyperband", "async-hyperband"] = "none"
+    """The algorithm: `none` trains every trial to `max_budget`; the others stop or pause weak
+    trials at rungs `min_budget · eta^k`."""
     metric: str = "accuracy"
+    """What the workload's `validate()` returns that is optimised."""
     mode: Literal["min", "max"] = "max"
+    """Whether `metric` is maximised or minimised."""
     target: float | None = None
+    """Stop the job once a trial reaches this value of `metric`."""
     min_budget: PositiveInt = 1
+    """The first rung: the epochs every trial trains before it can be stopped."""
     max_budget: PositiveInt | None = 1
+    """The top rung: the most epochs a trial trains; null (no top rung) only with `pruner: asha`
+    and a target or a budget."""
     eta: int = Field(default=3, ge=2)
+    """The reduction factor: rungs are `min_budget · eta^k`, and the top 1/eta of a rung goes on."""
     max_trials: PositiveInt | None = None
+    """The most configurations started (null: as many as the algorithm and the budgets allow)."""
     time_budget_s: PositiveFloat | None = None
-    # Once a target or a budget ended the search, how long a running trial may take to reach its
-    # next report before it is aborted (a hung trial would keep the job going for ever); null
-    # waits as long as it takes.
+    """End the search after this many seconds."""
     stop_grace_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = 60.0
-    # What the job may spend, counted from deploy over every attempt
+    """Once a target or a budget ended the search, how long a running trial may take to reach its
+    next report before it is aborted (a hung trial would keep the job going for ever); null
+    waits as long as it takes."""
     energy_budget_kwh: PositiveFloat | None = None
-    carbon_budget_g: PositiveFloat | None = None  # grams CO2eq
-    cost_budget_usd: PositiveFloat | None = None  # the bill so far, as OC counts it
+    """End the job once it has used this much energy, counted from deploy over every attempt."""
+    carbon_budget_g: PositiveFloat | None = None
+    """End the job once it has emitted this many grams CO2eq, counted as energy_budget_kwh is."""
+    cost_budget_usd: PositiveFloat | None = None
+    """End the job once it has been billed this much (as OC counts it, at `measure.price`)."""
 
     @property
     def limits(self) -> tuple[float | None, ...]:
@@ -151,32 +177,49 @@ class SearchSpec(_Strict):
 
 
 class ResourcesSpec(_Strict):
-    workers: int = Field(default=1, ge=1)
+    """The workers trials run on and what each may use (Table 1's wn, at, wcpu, wmem, amem)."""
+
+    workers: int = Field(default=1, ge=1, le=10_000)
+    """Worker processes: the most trials that run at once."""
     accelerator: Literal["cpu", "gpu"] = "cpu"
+    """What trials train on."""
     cpus_per_worker: int = Field(default=1, ge=1)
+    """The threads each worker's torch, OpenMP and MKL may use."""
     memory_per_worker_mb: PositiveInt = 2048
-    # Hold each local worker to memory_per_worker_mb (its data memory): a trial that allocates
-    # past it fails with a MemoryError instead of pushing the machine into swap or the OOM killer.
+    """A trial's memory (its `Resources.memory_mb`): Ray reserves it and the energy estimate
+    counts it."""
     limit_memory: bool = False
+    """Hold each local worker to memory_per_worker_mb (its data memory): a trial that allocates
+    past it fails with a MemoryError instead of pushing the machine into swap or the OOM killer."""
     accelerator_memory_mb: int = Field(default=0, ge=0)
-    # The accelerator devices trials are placed on (accelerator: gpu, executor: local); default:
-    # every CUDA device torch sees. ["cpu", "cpu"] rehearses the placement on a machine without.
+    """Accelerator memory per worker, recorded (Table 1's amem); GPU shares are set by
+    `engine.min_width`."""
     devices: list[str] | None = Field(default=None, min_length=1)
+    """The accelerator devices trials are placed on (accelerator: gpu, executor: local); default:
+    every CUDA device torch sees. `["cpu", "cpu"]` rehearses the placement on a machine without."""
 
 
 class RaySpec(_Strict):
     """Where `executor: ray` runs: an existing cluster's address, or (none) a Ray of its own."""
 
-    address: str | None = Field(default=None, min_length=1)  # "host:port" of the head, ray://...
+    address: str | None = Field(default=None, min_length=1)
+    """The head of an existing cluster (`host:port` or `ray://...`); null starts a Ray of its own."""
 
 
 class CarbonSpec(_Strict):
     """Grid intensity: a zone's yearly average, a fixed number, or a time series; optionally live."""
 
     region: str | None = None
+    """A country or cloud region (e.g. `DE`): its yearly average from the shipped table, or live
+    with an Electricity Maps token."""
     g_per_kwh: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    """A fixed intensity in grams CO2eq per kWh: the reproducible choice."""
     csv: str | None = None
+    """A recorded `timestamp,g_per_kwh` series (a relative path is read next to the experiment
+    file)."""
     electricitymaps_token: str | None = None
+    """An Electricity Maps token: `region`'s live intensity, its table value as fallback (else
+    the environment variable ELECTRICITYMAPS_TOKEN)."""
 
     @model_validator(mode="after")
     def _one(self) -> CarbonSpec:
@@ -193,12 +236,20 @@ class PriceSpec(_Strict):
     price at the sheet's size); `basht.energy.pricing.price_from_spec` builds the price."""
 
     usd_per_hour: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    """Your price per hour; alone it is billed per second with no minimum."""
     provider: str | None = None
+    """The cloud provider (aws, gcp or azure): its billing rule, and its price sheet rows."""
     instance: str | None = None
+    """An instance type of the shipped price sheet (e.g. `m5.xlarge`): its price and size."""
     region: str | None = None
+    """The provider's region to price the instance in."""
     vcpus: int | None = Field(default=None, ge=1)
+    """The machine's vCPUs, which size a trial's share (default: the sheet's, else this
+    machine's)."""
     gpus: int | None = Field(default=None, ge=0)
+    """The machine's GPUs, which size a trial's share (default: the sheet's, else 0)."""
     memory_gib: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """The machine's memory in GiB, which sizes a trial's share."""
 
     @model_validator(mode="after")
     def _one(self) -> PriceSpec:
@@ -215,8 +266,11 @@ class EstimateSpec(_Strict):
     """Constants of the estimate model for this machine (defaults: Cloud Carbon Footprint's)."""
 
     idle_w_per_vcpu: float = Field(default=0.74, ge=0)
+    """Watts a vCPU draws idle."""
     max_w_per_vcpu: float = Field(default=3.5, ge=0)
+    """Watts a vCPU draws fully busy."""
     memory_w_per_gb: float = Field(default=0.392, ge=0)
+    """Watts a GB of memory draws."""
 
     @model_validator(mode="after")
     def _order(self) -> EstimateSpec:
@@ -230,28 +284,42 @@ TrialStateName = Literal["failed", "aborted", "stopped", "completed", "paused"]
 
 
 class MeasureSpec(_Strict):
+    """How energy, carbon and cost are measured, and where live metrics are served."""
+
     energy: Literal["auto", "rapl", "nvml", "estimate", "prometheus"] = "auto"
+    """Where energy is read: `rapl` (CPU counters), `nvml` (NVIDIA GPUs), `estimate` (a power
+    model), `prometheus` (a server's counters), or `auto`, the best this machine has."""
     sample_interval_s: PositiveFloat = 0.5
+    """Seconds between energy readings."""
     carbon: CarbonSpec = Field(default_factory=lambda: CarbonSpec(region="DE"))
+    """The grid's carbon intensity (default: Germany's yearly average)."""
     price: PriceSpec = Field(default_factory=lambda: PriceSpec(usd_per_hour=0.0))
+    """What the resources cost (default: nothing)."""
     prometheus_port: int | None = Field(default=None, ge=0, le=65535)
-    prometheus_url: str | None = None  # read energy from this server (energy: prometheus)
+    """Serve live Prometheus metrics on this port while the run lasts (0 picks a free one)."""
+    prometheus_url: str | None = None
+    """Read energy from this Prometheus server (with `energy: prometheus`)."""
     # Counter series, summed by the source per series: not sum(...), whose wraps it cannot see.
     prometheus_query: str = "node_rapl_package_joules_total"
+    """The PromQL selector of the energy counters, in joules (one series or several)."""
     estimate: EstimateSpec = Field(default_factory=EstimateSpec)
+    """Constants of the power model `energy: estimate` uses."""
     wasted_states: list[TrialStateName] = Field(
         default_factory=lambda: [state.value for state in WASTED_STATES]
     )
+    """The states a trial ends in that count as wasted (WTT, WTE, WTC)."""
 
 
 class EngineSpec(_Strict):
     """How trials share the machine: `fluid` re-plans widths (threads, GPUs); `fifo` fixes them."""
 
     scheduler: Literal["fifo", "fluid"] = "fifo"
-    max_width: PositiveInt | None = None  # the most cores (or GPUs) one trial may get
-    # The smallest GPU share a trial gets (1/2, 1/4...: trials share a device; default: an equal
-    # split when there are more workers than devices).
+    """`fifo` gives each trial a fixed width; `fluid` re-plans the widths as trials come and go."""
+    max_width: PositiveInt | None = None
+    """The most cores (or GPUs) one trial may get."""
     min_width: PositiveFloat | None = None
+    """The smallest GPU share a trial gets (1/2, 1/4...: trials share a device; default: an equal
+    split when there are more workers than devices)."""
 
     @field_validator("min_width")
     @classmethod
@@ -331,61 +399,96 @@ class ShaJob:
 
 class _PlanPart(BaseModel):
     """Part of the plan file: `basht plan --json` writes it and `basht run --plan` reads it.
-    What else a file holds (from another version of Basht) is not read."""
+    What else a file holds (from another version of Basht) is not read. Every number is
+    finite: `basht plan --json` writes no other, and a run bills, times and reports them."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False, use_attribute_docstrings=True)
 
 
 class PlanStageSpec(_PlanPart):
+    """One stage of the job."""
+
     trials: PositiveInt
+    """The trials that train in this stage."""
     epochs: PositiveInt
+    """The epochs each of them trains in it."""
 
 
 class PlanJobSpec(_PlanPart):
+    """The synchronous SHA job the plan is for; it must be the experiment file's."""
+
     trials: PositiveInt
+    """The configurations the job starts at min_budget."""
     min_budget: PositiveInt
+    """The first rung, in epochs."""
     max_budget: PositiveInt
+    """The top rung, in epochs."""
     eta: int = Field(ge=2)
-    stages: list[PlanStageSpec] = []  # as `ShaJob.stages` gives them, for the reader
+    """The reduction factor between rungs."""
+    stages: list[PlanStageSpec] = []
+    """The job's stages as `ShaJob.stages` gives them, for the reader."""
 
 
 class PlanPriceSpec(_PlanPart):
     """The instance type a plan is for: its price, GPUs, and the provider's billing rule."""
 
     usd_per_hour: float = Field(ge=0, allow_inf_nan=False)
+    """An instance's price per hour."""
     gpus: PositiveInt
+    """An instance's GPUs."""
     vcpus: PositiveInt = 1
+    """An instance's vCPUs."""
     increment_s: PositiveFloat = 1.0
+    """The provider bills an instance's life in whole steps of this many seconds."""
     minimum_s: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    """The least time the provider bills an instance for."""
     rule: str = ""
+    """The billing rule, described."""
     provider: str | None = None
+    """The cloud provider."""
     instance: str | None = None
+    """The instance type."""
     data_usd_per_instance: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    """What moving the data onto each launched instance costs."""
 
 
 class PlanLayoutSpec(_PlanPart):
     """How a stage's trials sit on its instances."""
 
     gpus_per_trial: PositiveInt
-    slots: PositiveInt  # trials at once
+    """The GPUs each trial trains on."""
+    slots: PositiveInt
+    """The trials that run at once."""
     waves: PositiveInt
+    """How many rounds of `slots` trials the stage takes."""
 
 
 class PlanEstimateSpec(_PlanPart):
+    """What the simulated runs of a plan took: job completion time, bill and energy."""
+
     jct_s: float
+    """The mean job completion time, in seconds."""
     jct_p95_s: float
+    """The 95th percentile of the job completion time, in seconds."""
     cost_usd: float
+    """The mean bill."""
     cost_p95_usd: float
-    stage_end_s: list[float] = []  # each stage's barrier, on average
-    energy_kwh: float | None = None  # with the profile's power_w
+    """The 95th percentile of the bill."""
+    stage_end_s: list[float] = []
+    """Each stage's barrier, in seconds from the start, on average."""
+    energy_kwh: float | None = None
+    """The mean energy (estimated from the profile's power_w)."""
 
 
 class PlanEmissionsSpec(_PlanPart):
     """The plan's and the best static cluster's emissions (grams, estimated from their energy)."""
 
-    intensity: str  # the grid intensity they are at, described
+    intensity: str
+    """The grid intensity they are at, described."""
     plan_g: float
+    """The plan's emissions."""
     static_g: float
+    """The best static cluster's emissions."""
 
 
 _Seconds = Annotated[float, Field(ge=0, lt=1e9, allow_inf_nan=False)]
@@ -396,11 +499,17 @@ class PlanProfileSpec(_PlanPart):
     what a run re-plans from at each barrier."""
 
     epoch_s: dict[PositiveInt, list[Annotated[float, Field(gt=0, lt=1e9)]]] = Field(min_length=1)
+    """One trial's measured epoch times, in seconds, per GPU count."""
     startup_s: list[_Seconds] = Field(default=[0.0], min_length=1)
+    """Measured seconds from requesting an instance to its being ready."""
     overhead_s: list[_Seconds] = Field(default=[0.0], min_length=1)
+    """A trial's measured seconds besides its epochs."""
     scaling: PositiveFloat | None = None
+    """b in t(k) = t(1)·k^-b, for GPU counts not measured (1 = linear)."""
     power_w: dict[Literal["idle", "busy"], Annotated[float, Field(ge=0, lt=1e6)]] | None = None
+    """A whole instance's draw in watts, idle and with every GPU busy."""
     source: str = ""
+    """What was profiled, described."""
 
 
 class PlanSpec(_PlanPart):
@@ -409,29 +518,48 @@ class PlanSpec(_PlanPart):
     fields are in the order the file has them."""
 
     emissions_estimate: PlanEmissionsSpec | None = None
+    """The plan's and the best static cluster's estimated emissions."""
     job: PlanJobSpec
-    instance: str | None = None  # the plan's one-line description of the instance type
+    """The job the plan is for."""
+    instance: str | None = None
+    """The plan's one-line description of the instance type."""
     price: PlanPriceSpec
+    """The instance type: its price, size and billing rule."""
     profile_source: str = ""
+    """Where the profile came from."""
     deadline_s: PositiveFloat | None = None
+    """The seconds the job must finish in."""
     confidence: Literal["mean", "p95"] | None = None
+    """What must meet the deadline: the mean or the 95th percentile job completion time."""
     plan: list[PositiveInt] = Field(min_length=1)
+    """The instances in each stage."""
     layouts: list[PlanLayoutSpec] = []
+    """How each stage's trials sit on its instances."""
     estimate: PlanEstimateSpec | None = None
-    static_plan: list[PositiveInt] | None = None  # the best static cluster, as a plan
+    """The plan's simulated time, bill and energy."""
+    static_plan: list[PositiveInt] | None = None
+    """The best static cluster, as a plan."""
     static_estimate: PlanEstimateSpec | None = None
+    """The best static cluster's simulated time, bill and energy."""
     static_over_plan_cost: float | None = None
+    """The static cluster's bill over the plan's."""
     plans_simulated: int | None = None
+    """How many plans the planner simulated."""
     profile: PlanProfileSpec | None = None
-    max_instances: PositiveInt | None = None  # the most instances the plan could have used
-    runs: PositiveInt = 200  # simulated runs per plan
-    seed: int = Field(default=0, ge=0)  # of the simulated stragglers
-    # Request each stage's new instances ahead of its barrier (`basht plan --preprovision`).
+    """The measurements the plan was made from; re-planning starts from them."""
+    max_instances: PositiveInt | None = None
+    """The most instances the plan could have used."""
+    runs: PositiveInt = 200
+    """Simulated runs per plan."""
+    seed: int = Field(default=0, ge=0)
+    """Seeds the simulated stragglers."""
     preprovision: bool = False
-    objective: Literal["cost", "energy"] = "cost"  # what re-planning keeps least
-    # Plan the remaining stages again at each barrier, from the time left and the trial times
-    # seen so far (RubberBand's answer to a run that is slower or faster than its profile).
+    """Request each stage's new instances ahead of its barrier (`basht plan --preprovision`)."""
+    objective: Literal["cost", "energy"] = "cost"
+    """What re-planning keeps least."""
     replan: bool = False
+    """Plan the remaining stages again at each barrier, from the time left and the trial times
+    seen so far (RubberBand's answer to a run that is slower or faster than its profile)."""
 
     @model_validator(mode="after")
     def _can_replan(self) -> PlanSpec:
@@ -484,22 +612,40 @@ def peer_limit(experiment: Experiment, system: str) -> tuple[str, str] | None:
 class Experiment(BaseModel):
     """A validated experiment: every field of the seed's Table 1 has a home here."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     name: str = Field(pattern=r"^[a-z0-9_-]+$", max_length=99)  # the run id adds 21 of its 120
+    """The experiment's name, `[a-z0-9_-]+`: the start of every run id."""
     seed: int = Field(default=0, ge=0)  # numpy seeds only non-negative integers
+    """Seeds the sampler and the workloads, so that a run can be repeated."""
     workload: WorkloadSpec
+    """What a trial trains and evaluates."""
     space: dict[str, ParamSpec] | None = None
+    """The search space Φ: a parameter per name (`float`, `int` or `choice`); pS = |Φ| is derived
+    ("inf" with a real-valued parameter)."""
     hyperparameter: dict[str, LegacyParam] | None = None
+    """The original Basht grid form (`start`, `end`, `step_size`), read as `space` with
+    `sampler: grid`; give it or `space`, not both."""
     search: SearchSpec = Field(default_factory=SearchSpec)
+    """How configurations are proposed, pruned and ranked, and what ends the search."""
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
+    """The workers trials run on and what each may use."""
     system: Literal["native", "optuna", "raytune"] = "native"
+    """The system under test: Basht itself (`native`), Optuna or Ray Tune."""
     executor: Literal["local", "ray", "simulated"] = "local"
+    """Where `system: native` runs trials: worker processes here (`local`) or Ray (`ray`);
+    `simulated` is for Python only (`basht.tune.simulate`)."""
     ray: RaySpec | None = None
+    """Where `executor: ray` runs (only with that executor)."""
     engine: EngineSpec = Field(default_factory=EngineSpec)
+    """How trials share the machine (`executor: local`)."""
     measure: MeasureSpec = Field(default_factory=MeasureSpec)
+    """How energy, carbon and cost are measured, and the live metrics."""
     store: str = "sqlite:///basht.db"
-    plan: PlanSpec | None = None  # run on an elastic cluster that follows this RubberBand plan
+    """Where runs are kept: any SQLAlchemy URL (SQLite or PostgreSQL)."""
+    plan: PlanSpec | None = None
+    """Run on an elastic cluster that follows this RubberBand plan: the plan (as `basht plan
+    --json` writes it) or the path of its file, read next to the experiment file."""
 
     @model_validator(mode="after")
     def _one_space(self) -> Experiment:
@@ -669,6 +815,8 @@ def read_text(path: Path, label: str = "") -> str:
         ) from None
     except OSError as err:
         raise ExperimentError(f"{where}: cannot read ({err.strerror})") from None
+    except ValueError:  # from open(): the only path it refuses so is one with a NUL in it
+        raise ExperimentError(f"{label}{str(path)!r}: not a path (it holds a NUL)") from None
 
 
 #: The most values (mappings, lists and scalars, counted as often as they appear) a file may
@@ -679,19 +827,52 @@ MAX_DOCUMENT_VALUES = 100_000
 
 
 def read_document(path: Path) -> Any:
-    """A YAML file, or JSON for a `.json` one, read safely (no object construction); a file
-    that is not there, not text, does not parse, nests too deeply or expands past
-    MAX_DOCUMENT_VALUES is one ExperimentError line."""
+    """A YAML file, or JSON for a `.json` one, read safely (no object construction, JSON's
+    types only); a file that is not there, not text, does not parse, nests too deeply or
+    expands past MAX_DOCUMENT_VALUES is one ExperimentError line."""
     text = read_text(path)
     kind = "JSON" if path.suffix == ".json" else "YAML"
-    try:
-        data = json.loads(text) if kind == "JSON" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as err:
-        raise ExperimentError(f"{path}: not valid {kind}: {' '.join(str(err).split())}") from None
-    except RecursionError:
-        raise ExperimentError(f"{path}: not valid {kind}: nested too deeply") from None
+    data = _parsed(text, kind, str(path))
     _check_expanded_size(data, path)
     return data
+
+
+def _refuse_tag(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    """A tag that builds what JSON has no type for: refused, where it is in the file."""
+    raise yaml.constructor.ConstructorError(
+        None,
+        None,
+        f"tag {node.tag} is not read: a Basht file holds text, numbers, true/false, null, "
+        "lists and mappings",
+        node.start_mark,
+    )
+
+
+class _DataLoader(yaml.SafeLoader):
+    """YAML read as the JSON it stands for, which is how Basht keeps it (the store, results):
+    a date (`2024-01-01`) stays text, and the tags that build other types are refused."""
+
+
+_DataLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if not tag.endswith(":timestamp")]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+for _tag in ("timestamp", "binary", "set", "omap", "pairs"):
+    _DataLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _refuse_tag)
+
+
+def _parsed(text: str, kind: str, where: str) -> Any:
+    """`text` parsed as `kind` (JSON or YAML); every way it fails is one ExperimentError line
+    that starts with `where`."""
+    try:
+        return json.loads(text) if kind == "JSON" else yaml.load(text, Loader=_DataLoader)
+    except (ValueError, yaml.YAMLError) as err:
+        # ValueError: JSON's errors, and a value neither parser can build (`!!int abc`, an
+        # integer of more digits than Python converts).
+        reason = " ".join(str(err).split()).split("; use sys.set_int_max_str_digits")[0]
+        raise ExperimentError(f"{where}: not valid {kind}: {reason}") from None
+    except RecursionError:
+        raise ExperimentError(f"{where}: not valid {kind}: nested too deeply") from None
 
 
 def _check_expanded_size(data: Any, path: Path) -> None:
@@ -715,11 +896,14 @@ def load_experiment(path: str | Path) -> Experiment:
     """Read a YAML or JSON experiment file; every problem becomes one ExperimentError line."""
     path = Path(path)
     data = read_document(path)
+    source = str(path)
     if isinstance(data, dict) and isinstance(data.get("plan"), str):
         # A plan file named in the experiment is read next to it and kept in the run's record.
         plan = Path(data["plan"])
-        data = {**data, "plan": read_plan(plan if plan.is_absolute() else path.parent / plan)}
-    experiment = Experiment.from_dict(data, str(path))
+        plan = plan if plan.is_absolute() else path.parent / plan
+        data = {**data, "plan": read_plan(plan)}
+        source = f"{path} with plan {plan}"  # a problem names both files, as with --plan
+    experiment = Experiment.from_dict(data, source)
     csv = experiment.measure.carbon.csv
     if csv is not None and not Path(csv).is_absolute():
         # A time series next to the experiment file is found wherever basht runs from.
@@ -732,11 +916,7 @@ def load_experiment(path: str | Path) -> Experiment:
 def read_plan(path: str | Path) -> dict[str, Any]:
     """A plan file as `basht plan --json` writes it, read as JSON (checked with the experiment)."""
     path = Path(path)
-    text = read_text(path, "plan ")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ExperimentError(f"plan {path}: not valid JSON: {err}") from None
+    data = _parsed(read_text(path, "plan "), "JSON", f"plan {path}")
     if not isinstance(data, dict):
         raise ExperimentError(f"plan {path}: expected a mapping (from basht plan --json)")
     return data

@@ -161,15 +161,20 @@ Parameter = Float | Int | Choice
 
 
 class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class FloatParam(_Spec):
     type: Literal["float"]
+    """A real number between `low` and `high`."""
     low: float
+    """The smallest value drawn (inclusive)."""
     high: float
+    """The largest value drawn (inclusive)."""
     log: bool = False
+    """Draw uniformly on a log scale (low must be above 0; not with `step`): for learning rates."""
     step: PositiveFloat | None = None
+    """Only `low`, `low + step`, ... up to `high` (a grid searches exactly these)."""
 
     @model_validator(mode="after")
     def _bounds(self) -> FloatParam:
@@ -182,10 +187,15 @@ class FloatParam(_Spec):
 
 class IntParam(_Spec):
     type: Literal["int"]
+    """A whole number between `low` and `high`."""
     low: int
+    """The smallest value drawn (inclusive)."""
     high: int
+    """The largest value drawn (inclusive)."""
     log: bool = False
+    """Draw uniformly on a log scale (low must be above 0; not with `step`): for widths."""
     step: PositiveInt | None = None
+    """Only `low`, `low + step`, ... up to `high`."""
 
     @model_validator(mode="after")
     def _bounds(self) -> IntParam:
@@ -198,7 +208,9 @@ class IntParam(_Spec):
 
 class ChoiceParam(_Spec):
     type: Literal["choice"]
+    """One of a list of values."""
     values: list[Any] = Field(min_length=1)
+    """The values to choose from: numbers, strings, booleans or lists (a layer layout, say)."""
 
     def to_parameter(self) -> Choice:
         return Choice(tuple(tuple(v) if isinstance(v, list) else v for v in self.values))

@@ -8,93 +8,33 @@ not text or empty. Hypothesis counts what it tried; the examples it finds are ke
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from basht.cli import main
+from basht.experiment import load_experiment
+from tests.bad_input import check_outcome, fuzz_settings, mutated, run_cli
 
 EXAMPLE = yaml.safe_load(
     Path(__file__).parents[1].joinpath("examples/sleep-smoke.yaml").read_text()
 )
 
-#: Values a file may hold instead of the right one.
-ODD_SCALARS = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(min_value=-(2**80), max_value=2**80),
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.sampled_from([math.nan, math.inf, -math.inf, 0, -1, 10**30, 1e-300, "", "-1", "nan"]),
-    st.text(max_size=20),
-)
-ODD_VALUES = st.recursive(
-    ODD_SCALARS,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
-    ),
-    max_leaves=12,
-)
-
-
-def _paths(data: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Every key path in a nested mapping (lists are values)."""
-    found = []
-    if isinstance(data, dict):
-        for key, value in data.items():
-            found.append((*prefix, key))
-            found.extend(_paths(value, (*prefix, key)))
-    return found
-
-
-def _mutated(draw: st.DrawFn) -> dict[str, Any]:
-    data = yaml.safe_load(yaml.safe_dump(EXAMPLE))  # a deep copy
-    for _ in range(draw(st.integers(min_value=1, max_value=3))):
-        paths = _paths(data)
-        path = draw(st.sampled_from(paths))
-        parent = data
-        for key in path[:-1]:
-            parent = parent[key]
-        how = draw(st.sampled_from(["remove", "replace", "add"]))
-        if how == "remove":
-            parent.pop(path[-1], None)
-        elif how == "replace":
-            parent[path[-1]] = draw(ODD_VALUES)
-        else:
-            parent[draw(st.text(min_size=1, max_size=10))] = draw(ODD_VALUES)
-    return data
-
 
 def _validate(
     path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any, *args: str
 ) -> tuple[int, str]:
-    monkeypatch.setattr("sys.argv", ["basht", *args, str(path)])
-    try:
-        main()
-        code = 0
-    except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else 1
-    return code, capsys.readouterr().err
+    return run_cli(monkeypatch, capsys, *args, str(path))
 
 
 def _check_outcome(path: Path, code: int, err: str) -> None:
-    assert code in (0, 2), f"exit {code}: {err[-2000:]}"
-    assert "Traceback" not in err, err[-2000:]
-    if code == 2:
-        lines = err.strip().splitlines()
-        assert len(lines) == 1, err
-        assert lines[0].startswith(f"error: {path}"), lines[0]
+    check_outcome(code, err, starts=path)
 
 
-_SETTINGS = settings(
-    max_examples=200,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+_SETTINGS = fuzz_settings(200)
 
 
 @_SETTINGS
@@ -102,7 +42,7 @@ _SETTINGS = settings(
 def test_a_mutated_experiment_file_is_accepted_or_refused_in_one_line(
     data: st.DataObject, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
-    spec = _mutated(data.draw)
+    spec = mutated(data.draw, EXAMPLE)
     store = tmp_path / "refused.db"
     if isinstance(spec, dict):
         spec["store"] = f"sqlite:///{store}"
@@ -141,9 +81,17 @@ def test_any_bytes_as_an_experiment_file_are_accepted_or_refused_in_one_line(
         ),
         ("name: " + "[" * 50_000 + "]" * 50_000 + "\n", "not valid YAML: nested too deeply"),
         ("name: !!python/object/apply:os.system ['true']\n", "not valid YAML"),
+        # Each of these once gave a traceback: a value PyYAML or Python cannot build.
+        ("name: x\nseed: " + "1" * 5000 + "\n", "not valid YAML: Exceeds the limit (4300 digits)"),
+        ("name: x\nseed: !!int abc\n", "not valid YAML: invalid literal for int()"),
+        # Types JSON (and so the store) cannot hold.
+        ("name: !!set {a}\n", "not valid YAML: tag tag:yaml.org,2002:set is not read"),
+        ("name: !!binary aGk=\n", "not valid YAML: tag tag:yaml.org,2002:binary is not read"),
+        ("name: !!timestamp 2024-01-01\n", "tag tag:yaml.org,2002:timestamp is not read"),
     ],
-    ids=["billion-laughs", "deep-nesting", "object-construction"],
-)
+    ids=["billion-laughs", "deep-nesting", "object-construction", "5000-digits", "bad-int-tag",
+         "set", "binary", "timestamp-tag"],
+)  # fmt: skip
 def test_yaml_that_would_expand_recurse_or_build_objects_is_refused(
     text: str, said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
@@ -151,3 +99,24 @@ def test_yaml_that_would_expand_recurse_or_build_objects_is_refused(
     path.write_text(text)
     code, err = _validate(path, monkeypatch, capsys, "validate")
     assert code == 2 and said in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_date_is_read_as_the_text_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """YAML reads `2024-01-01` as a date, which no key takes and the store's JSON cannot hold:
+    a choice of dates once passed `basht validate` and failed the run it had stored; a date
+    that is no date (`2020-13-45`) was a traceback."""
+    path = tmp_path / "exp.yaml"
+    spec = yaml.safe_load(yaml.safe_dump(EXAMPLE))
+    spec["space"]["x"] = {"type": "choice", "values": ["@1", "@2"]}
+    path.write_text(
+        yaml.safe_dump(spec).replace("'@1'", "2024-01-01").replace("'@2'", "2024-01-02")
+    )
+    assert load_experiment(path).search_space["x"].values == ("2024-01-01", "2024-01-02")
+    code, err = _validate(path, monkeypatch, capsys, "validate")
+    assert code == 0, err
+    path.write_text(yaml.safe_dump(EXAMPLE | {"seed": "@"}).replace("'@'", "2020-13-45"))
+    code, err = _validate(path, monkeypatch, capsys, "validate")
+    _check_outcome(path, code, err)
+    assert code == 2 and "seed: Input should be a valid integer" in err, err

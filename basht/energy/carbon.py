@@ -207,18 +207,33 @@ class TableIntensity(CarbonIntensity):
         return f"TableIntensity.for_zone({self.zone!r})"
 
 
+#: The times a series may hold: those a date can show (years 1 to 9999, UTC), as `describe`
+#: and the results do.
+_EARLIEST_S = datetime(1, 1, 1, tzinfo=UTC).timestamp()
+_LATEST_S = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
+
+
 def _parse_timestamp(text: str) -> float:
-    """Unix seconds, or ISO 8601 (a time without offset is taken as UTC)."""
+    """Unix seconds, or ISO 8601 (a time without offset is taken as UTC); ValueError for text
+    that is neither, or a time outside the years 1 to 9999."""
     try:
         value = float(text)
     except ValueError:
         moment = datetime.fromisoformat(text)  # ValueError on bad text; 3.11 accepts "Z"
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=UTC)
-        return moment.timestamp()
-    if not math.isfinite(value):
+        value = moment.timestamp()
+    if not _EARLIEST_S <= value <= _LATEST_S:  # NaN too
         raise ValueError(text)
     return value
+
+
+def _cells(line: str, path: Path, n: int) -> list[str]:
+    """Line `n` of the series as its cells."""
+    try:
+        return next(csv.reader([line]))
+    except csv.Error as e:  # a field past csv's size limit
+        raise CarbonIntensityError(f"{path}:{n}: not a CSV row ({e})") from None
 
 
 def _iso(t: float) -> str:
@@ -254,10 +269,12 @@ class TimeSeriesIntensity(CarbonIntensity):
             ) from e
         except UnicodeDecodeError as e:
             raise CarbonIntensityError(f"{path}: not a UTF-8 text file") from e
+        except ValueError:  # from open(): a path with a NUL in it
+            raise CarbonIntensityError(f"{str(path)!r}: not a path (it holds a NUL)") from None
         if not lines:
             raise CarbonIntensityError(f"{path}: empty; expected a header timestamp,g_per_kwh")
         first_n, header_line = lines[0]
-        header = [c.strip().lower() for c in next(csv.reader([header_line]))]
+        header = [c.strip().lower() for c in _cells(header_line, path, first_n)]
         if "timestamp" not in header or "g_per_kwh" not in header:
             raise CarbonIntensityError(
                 f"{path}:{first_n}: header must name the columns timestamp,g_per_kwh, got {header_line.strip()!r}"
@@ -266,7 +283,7 @@ class TimeSeriesIntensity(CarbonIntensity):
         seen: dict[float, int] = {}
         points: list[tuple[float, float]] = []
         for n, line in lines[1:]:
-            cells = next(csv.reader([line]))
+            cells = _cells(line, path, n)
             if len(cells) <= max(i_t, i_v):
                 raise CarbonIntensityError(
                     f"{path}:{n}: expected {len(header)} columns, got {len(cells)}"
@@ -276,7 +293,8 @@ class TimeSeriesIntensity(CarbonIntensity):
                 t = _parse_timestamp(t_text)
             except ValueError:
                 raise CarbonIntensityError(
-                    f"{path}:{n}: timestamp {t_text!r} is neither ISO 8601 nor unix seconds"
+                    f"{path}:{n}: timestamp {t_text!r} is neither ISO 8601 nor unix seconds "
+                    "of the years 1 to 9999"
                 ) from None
             try:
                 v = float(v_text)

@@ -33,7 +33,13 @@ from basht.engine.messages import TrialEvent, TrialTask, WorkloadRef
 from basht.errors import BashtError
 from basht.experiment import ShaJob
 from basht.plan.cluster import Cluster, Instance, LocalProvider
-from basht.plan.planner import Replan, default_max_instances, observed_speed, replan
+from basht.plan.planner import (
+    Replan,
+    check_size,
+    default_max_instances,
+    observed_speed,
+    replan,
+)
 from basht.plan.profile import Profile
 from basht.plan.simulator import Layout, stage_layout
 from basht.states import ENDS_RUN, EventKind, TrialState
@@ -414,12 +420,15 @@ def told_restarts(store: Store, run_id: str) -> dict[int, int]:
 
 def plan_profile(spec: PlanSpec) -> Profile:
     """The profile a plan file keeps (its measurements) at the plan's price: what re-planning
-    estimates from."""
+    estimates from. A hand-edited file fails here, in one line: a profile that is not whole,
+    or runs and instances more than a re-planning step may simulate (`check_size`)."""
     measured = spec.profile
     if measured is None:
         raise BashtError("plan.replan: the plan keeps no profile (write it with basht plan --json)")
+    if measured.power_w is not None and set(measured.power_w) != {"idle", "busy"}:
+        raise BashtError("plan.profile.power_w: expected both idle and busy watts")
     try:
-        return Profile(
+        profile = Profile(
             price=plan_price(spec.price),
             epoch_s={gpus: tuple(samples) for gpus, samples in measured.epoch_s.items()},
             startup_s=tuple(measured.startup_s),
@@ -433,3 +442,11 @@ def plan_profile(spec: PlanSpec) -> Profile:
         )
     except BashtError as err:  # a plan file edited by hand: say where the problem is
         raise BashtError(f"plan.profile.{err}") from None
+    job = ShaJob(spec.job.trials, spec.job.min_budget, spec.job.max_budget, spec.job.eta)
+    try:
+        check_size(
+            job, profile, spec.max_instances or default_max_instances(job, profile), spec.runs
+        )
+    except BashtError as err:
+        raise BashtError(f"plan.replan: {err}") from None
+    return profile

@@ -324,12 +324,13 @@ def check_size(job: ShaJob, profile: Profile, max_instances: int, runs: int) -> 
     stages = len(job.stages)
     job_s = (
         f"job too large to plan: {job.trials} trials over {stages} stage{'s' * (stages > 1)} on "
-        f"up to {max_instances} instance{'s' * (max_instances > 1)}"
+        f"up to {_count(max_instances)} instance{'s' * (max_instances > 1)}"
     )
     if size.trial_runs > MAX_SEARCH_TRIAL_RUNS:
         raise BashtError(
-            f"{job_s} at {runs} run{'s' * (runs > 1)} per plan: a step of the search simulates "
-            f"{size.trial_runs:.1e} trial-runs, over the limit of {MAX_SEARCH_TRIAL_RUNS:.0e}; "
+            f"{job_s} at {_count(runs)} run{'s' * (runs > 1)} per plan: a step of the search "
+            f"simulates {_count(size.trial_runs)} trial-runs, over the limit of "
+            f"{MAX_SEARCH_TRIAL_RUNS:.0e}; "
             "give fewer trials (search.max_trials), runs (--runs) or instances (--max-instances)"
         )
     if size.plans > MAX_SEARCH_PLANS:
@@ -338,6 +339,14 @@ def check_size(job: ShaJob, profile: Profile, max_instances: int, runs: int) -> 
             f"{MAX_SEARCH_PLANS}; give fewer trials (search.max_trials) or instances "
             "(--max-instances)"
         )
+
+
+def _count(n: int) -> str:
+    """A count as a message shows it: whole below a million, else 1.2e+07 (or, past what a float
+    holds, the number of its digits)."""
+    if n < 1_000_000:
+        return str(n)
+    return f"{n:.1e}" if n < 10**300 else f"a {len(str(n))}-digit number of"
 
 
 def default_max_instances(job: ShaJob, profile: Profile) -> int:

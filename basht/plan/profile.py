@@ -186,9 +186,8 @@ def load_profile(path: str | Path) -> Profile:
 def profile_from_dict(data: Any) -> Profile:
     if not isinstance(data, Mapping):
         raise BashtError("expected a mapping with instance, epoch_s and startup_s")
-    unknown = sorted(set(data) - _KEYS)
-    if unknown:
-        raise BashtError(f"{unknown[0]}: unknown key (expected one of: {', '.join(sorted(_KEYS))})")
+    if (unknown := _first_unknown(data, _KEYS)) is not None:
+        raise BashtError(f"{unknown}: unknown key (expected one of: {', '.join(sorted(_KEYS))})")
     for key in ("instance", "epoch_s"):
         if key not in data:
             raise BashtError(f"{key}: missing required key")
@@ -199,8 +198,8 @@ def profile_from_dict(data: Any) -> Profile:
     for key, samples in epoch_s.items():
         gpus = _gpu_count(key)
         if gpus in times:  # 1 and "1" are one count: its samples would be lost silently
-            raise BashtError(f"epoch_s.{key}: GPU count {gpus} given twice")
-        times[gpus] = tuple(_number(s, f"epoch_s.{key}") for s in _listed(samples))
+            raise BashtError(f"epoch_s.{_shown_key(key)}: GPU count {gpus} given twice")
+        times[gpus] = tuple(_number(s, f"epoch_s.{_shown_key(key)}") for s in _listed(samples))
     startup = tuple(_number(s, "startup_s") for s in _listed(data.get("startup_s", [0.0])))
     overhead = tuple(_number(s, "overhead_s") for s in _listed(data.get("overhead_s", [0.0])))
     scaling = None if data.get("scaling") is None else _number(data["scaling"], "scaling")
@@ -222,9 +221,8 @@ def _power(spec: Any) -> tuple[float, float] | None:
         return None
     if not isinstance(spec, Mapping):
         raise BashtError("power_w: expected a mapping with idle and busy watts")
-    unknown = sorted(set(spec) - {"idle", "busy"})
-    if unknown:
-        raise BashtError(f"power_w.{unknown[0]}: unknown key (expected one of: busy, idle)")
+    if (unknown := _first_unknown(spec, {"idle", "busy"})) is not None:
+        raise BashtError(f"power_w.{unknown}: unknown key (expected one of: busy, idle)")
     for key in ("idle", "busy"):
         if key not in spec:
             raise BashtError(f"power_w.{key}: missing required key")
@@ -237,9 +235,8 @@ def _data_usd(spec: Any) -> float:
         return 0.0
     if not isinstance(spec, Mapping):
         raise BashtError("data: expected a mapping with gb and usd_per_gb")
-    unknown = sorted(set(spec) - {"gb", "usd_per_gb"})
-    if unknown:
-        raise BashtError(f"data.{unknown[0]}: unknown key (expected one of: gb, usd_per_gb)")
+    if (unknown := _first_unknown(spec, {"gb", "usd_per_gb"})) is not None:
+        raise BashtError(f"data.{unknown}: unknown key (expected one of: gb, usd_per_gb)")
     values = []
     for key in ("gb", "usd_per_gb"):
         if key not in spec:
@@ -327,15 +324,37 @@ def choose_profile(
 
 def _gpu_count(key: Any) -> int:
     """A GPU count key of epoch_s: a whole number (1.5 GPUs is a typo, not 1 GPU)."""
+    wrong = BashtError(
+        f"epoch_s.{_shown_key(key)}: expected a whole GPU count with a list of seconds"
+    )
     try:
         number = float(key)
-    except (TypeError, ValueError):
-        raise BashtError(
-            f"epoch_s.{key}: expected a whole GPU count with a list of seconds"
-        ) from None
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int past any float
+        raise wrong from None
     if isinstance(key, bool) or not math.isfinite(number) or number != int(number):
-        raise BashtError(f"epoch_s.{key}: expected a whole GPU count with a list of seconds")
+        raise wrong
     return int(number)
+
+
+def _first_unknown(spec: Mapping[Any, Any], known: set[str]) -> str | None:
+    """The first key of `spec` (in sorted order, as shown) that is not `known`, shown; keys of
+    any type (YAML gives ints, floats, None) are compared as text."""
+    unknown = sorted(_shown_key(key) for key in spec if key not in known)
+    return unknown[0] if unknown else None
+
+
+def _shown_key(key: Any) -> str:
+    """A key as a message shows it: quoted when it is empty, neither text nor a whole number,
+    or holds spaces or control characters (a line break must not break the one-line message)."""
+    text = str(key)
+    if (
+        isinstance(key, str | int)
+        and text
+        and text.isprintable()
+        and not any(c.isspace() for c in text)
+    ):
+        return text
+    return repr(key)
 
 
 def _listed(value: Any) -> list[Any]:
@@ -354,7 +373,7 @@ def parse_instance(spec: Any) -> Price:
             return _instance_from_mapping(spec)
     except PriceError as err:
         raise BashtError(f"instance: {err.reason}") from None
-    raise BashtError(f"instance: expected provider:instance or a mapping, got {spec!r}")
+    raise BashtError(f"instance: expected provider:instance or a mapping, got {_shown_value(spec)}")
 
 
 _DURATION = re.compile(
@@ -379,18 +398,17 @@ _INSTANCE_KEYS = ("usd_per_hour", "gpus", "provider", "name", "vcpus")
 
 
 def _instance_from_mapping(spec: Mapping[str, Any]) -> Price:
-    unknown = sorted(set(spec) - set(_INSTANCE_KEYS))
-    if unknown:
+    if (unknown := _first_unknown(spec, set(_INSTANCE_KEYS))) is not None:
         raise BashtError(
-            f"instance.{unknown[0]}: unknown key (expected one of: {', '.join(_INSTANCE_KEYS)})"
+            f"instance.{unknown}: unknown key (expected one of: {', '.join(_INSTANCE_KEYS)})"
         )
     for key in ("usd_per_hour", "gpus"):
         if key not in spec:
             raise BashtError(f"instance.{key}: missing required key")
     provider = spec.get("provider")
-    if provider is not None and provider not in BILLING_RULES:
+    if provider is not None and (not isinstance(provider, str) or provider not in BILLING_RULES):
         raise BashtError(
-            f"instance.provider: {provider!r} is not one of {', '.join(BILLING_RULES)} "
+            f"instance.provider: {_shown_value(provider)} is not one of {', '.join(BILLING_RULES)} "
             "(leave it out to bill per second)"
         )
     usd = _number(spec["usd_per_hour"], "instance.usd_per_hour")
@@ -410,17 +428,24 @@ def _instance_from_mapping(spec: Mapping[str, Any]) -> Price:
 def _number(value: Any, key: str) -> float:
     try:
         number = float(value)
-    except (TypeError, ValueError):
-        raise BashtError(f"{key}: expected a number, got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int past any float
+        raise BashtError(f"{key}: expected a number, got {_shown_value(value)}") from None
     if isinstance(value, bool) or not math.isfinite(number):
-        raise BashtError(f"{key}: expected a number, got {value!r}")
+        raise BashtError(f"{key}: expected a number, got {_shown_value(value)}")
     return number
+
+
+def _shown_value(value: Any) -> str:
+    """A value as a message quotes it: a long one cut short (a list of a million samples, a
+    400-digit number)."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
 
 
 def _count(value: Any, key: str) -> int:
     number = _number(value, key)
     if number != int(number) or number < 1:
-        raise BashtError(f"{key}: expected a whole number >= 1, got {value!r}")
+        raise BashtError(f"{key}: expected a whole number >= 1, got {_shown_value(value)}")
     return int(number)
 
 
