@@ -131,7 +131,7 @@ def _check(
     return 0
 
 
-@fuzz_settings(300)
+@fuzz_settings(200)
 @given(content=series())
 def test_the_reader_accepts_a_carbon_series_or_refuses_it_in_one_line(
     content: bytes, tmp_path: Path

@@ -45,7 +45,7 @@ def _check_refused_by_run(
     assert code == 2 and not (tmp_path / "refused.db").exists()
 
 
-@fuzz_settings(80)
+@fuzz_settings(120)
 @given(data=st.data())
 def test_a_mutated_plan_file_is_accepted_or_refused_in_one_line(
     data: st.DataObject, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
@@ -65,7 +65,7 @@ def test_a_mutated_plan_file_is_accepted_or_refused_in_one_line(
         PlanExecutor(experiment.plan)
 
 
-@fuzz_settings(30)
+@fuzz_settings(40)
 @given(content=st.binary(max_size=120) | st.text(max_size=120).map(str.encode))
 def test_any_bytes_as_a_plan_file_are_refused_in_one_line(
     content: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any

@@ -62,7 +62,7 @@ def _mutated_profile(data: st.DataObject, tmp_path: Path) -> Path:
     return path
 
 
-@fuzz_settings(300)
+@fuzz_settings(200)
 @given(data=st.data())
 def test_the_reader_accepts_a_mutated_profile_or_refuses_it_in_one_line(
     data: st.DataObject, tmp_path: Path
@@ -75,7 +75,7 @@ def test_the_reader_accepts_a_mutated_profile_or_refuses_it_in_one_line(
         assert "\n" not in str(err) and str(err).startswith(f"{path}: "), err
 
 
-@fuzz_settings(60)
+@fuzz_settings(40)
 @given(data=st.data())
 def test_a_mutated_profile_is_accepted_or_refused_in_one_line(
     data: st.DataObject, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
