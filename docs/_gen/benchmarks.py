@@ -44,8 +44,8 @@ def script_descriptions(page: str) -> dict[str, str]:
     found = {}
     for line in page.splitlines():
         match = re.match(r"\|\s*`python benchmarks/(\w+)\.py[^`]*`\s*\|(.*)\|\s*$", line)
-        if match:
-            found[match.group(1)] = match.group(2).strip()
+        if match:  # its links point from the how-to page: the text alone travels
+            found[match.group(1)] = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", match.group(2)).strip()
     return found
 
 
