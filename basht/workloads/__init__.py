@@ -13,6 +13,11 @@ BUILTIN: dict[str, str] = {
     "digits-sgd": "basht.workloads.digits:DigitsSGD",
     "mnist-mlp": "basht.workloads.mnist:MnistMLP",
     "sleep": "basht.workloads.synthetic:Sleep",
+    # Training code from outside: each framework's ready workload (basht.integrations).
+    "lightning": "basht.integrations.lightning:LightningWorkload",
+    "hf-trainer": "basht.integrations.hf_trainer:TrainerWorkload",
+    "lightgbm": "basht.integrations.lightgbm:LightGBMWorkload",
+    "xgboost": "basht.integrations.xgboost:XGBoostWorkload",
 }
 
 __all__ = [
