@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -96,12 +97,39 @@ class LegacyParam(_Strict):
 
 
 class WorkloadSpec(_Strict):
-    """What a trial trains and evaluates: a built-in workload or one of the user's own."""
+    """What a trial trains and evaluates: a built-in workload, one of the user's own, or any
+    command (a training script as it is)."""
 
     name: str
-    """A built-in workload's name, or `package.module:attr` of your own."""
+    """A built-in workload's name, or `package.module:attr` of your own (`command` when a
+    command is given)."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Fixed workload parameters, the same for every trial (e.g. `optimizer: adam`)."""
+    command: str | list[str] | None = None
+    """A command that trains one trial, instead of `name`: a string (split as a shell would,
+    not run by one) or a list of arguments. `{key}` is the configuration's value of `key`,
+    `{budget}` the search's max_budget; the configuration is also in the JSON file
+    `$BASHT_CONFIG` and in `$BASHT_HP_<KEY>`."""
+    metrics: str | None = None
+    """A regular expression applied to each line the command prints: its named groups are a
+    report's metrics (`step` the epoch), for a script that does not call the reporter."""
+    checkpoint: bool = False
+    """The command saves its state in `$BASHT_CHECKPOINT_DIR` when the reporter says `pause`,
+    and continues from `$BASHT_RESUME_FROM`: its trials may be paused (ASHA's promotion);
+    otherwise they are stopped."""
+    timeout_s: PositiveFloat | None = None
+    """A command that prints and reports nothing for this long fails its trial (null: no limit)."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Environment variables the command gets on top of Basht's."""
+    cwd: str | None = None
+    """The folder the command runs in (default: the experiment file's folder)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _command_is_named(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("command") is not None and "name" not in data:
+            return {**data, "name": "command"}
+        return data
 
     @field_validator("name")
     @classmethod
@@ -110,6 +138,42 @@ class WorkloadSpec(_Strict):
 
         check_workload_name(name)
         return name
+
+    @field_validator("metrics")
+    @classmethod
+    def _a_pattern(cls, pattern: str | None) -> str | None:
+        if pattern is None:
+            return None
+        try:
+            groups = re.compile(pattern).groupindex
+        except re.error as err:
+            raise ValueError(f"not a regular expression ({err})") from None
+        if not set(groups) - {"step"}:
+            raise ValueError("needs a named group per metric, e.g. (?P<accuracy>[0-9.]+)")
+        return pattern
+
+    @model_validator(mode="after")
+    def _one_way_in(self) -> WorkloadSpec:
+        if (self.name == "command") != (self.command is not None):
+            raise ValueError("give either a workload name or a command, not both")
+        if self.command is not None and not self.command:
+            raise ValueError("command: must not be empty")
+        if self.command is None and (self.metrics or self.checkpoint or self.env or self.cwd):
+            raise ValueError("metrics, checkpoint, env and cwd go with a command")
+        return self
+
+    def command_params(self, max_budget: int | None) -> dict[str, Any]:
+        """What a command trial is built with (`basht.workloads.command.CommandWorkload`)."""
+        return {
+            "command": self.command,
+            "metrics": self.metrics,
+            "checkpoint": self.checkpoint,
+            "timeout_s": self.timeout_s,
+            "env": dict(self.env),
+            "cwd": self.cwd,
+            "max_budget": max_budget,
+            **self.params,
+        }
 
 
 class SearchSpec(_Strict):
@@ -787,7 +851,8 @@ class Experiment(BaseModel):
         trial may use."""
         spec = self.workload
         memory_mb = self.resources.memory_per_worker_mb
-        return WorkloadRef(spec.name, dict(spec.params), self.seed, memory_mb=memory_mb)
+        params = spec.command_params(self.search.max_budget) if spec.command else dict(spec.params)
+        return WorkloadRef(spec.name, params, self.seed, memory_mb=memory_mb)
 
 
 #: What a run adds to the experiment it stores, derived rather than given (pS, and Table 1's
@@ -904,6 +969,13 @@ def load_experiment(path: str | Path) -> Experiment:
         data = {**data, "plan": read_plan(plan)}
         source = f"{path} with plan {plan}"  # a problem names both files, as with --plan
     experiment = Experiment.from_dict(data, source)
+    workload = experiment.workload
+    if workload.command is not None and not Path(workload.cwd or ".").is_absolute():
+        # A command written next to its experiment file runs there, wherever basht runs from.
+        cwd = str((path.parent / (workload.cwd or ".")).resolve())
+        experiment = experiment.model_copy(
+            update={"workload": workload.model_copy(update={"cwd": cwd})}
+        )
     csv = experiment.measure.carbon.csv
     if csv is not None and not Path(csv).is_absolute():
         # A time series next to the experiment file is found wherever basht runs from.

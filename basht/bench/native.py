@@ -25,7 +25,7 @@ from basht.tune import Decision, Tuner, replay, trial_seed
 from basht.tune.base import Algorithm
 from basht.tune.factory import describe, make_algorithm
 from basht.tune.tuner import RestoredTrial
-from basht.workloads import is_function_workload, resolve_workload
+from basht.workloads import can_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class NativeSystem:
 
     def setup(self) -> None:
         assert self.executor is not None
-        self.can_checkpoint = not is_function_workload(resolve_workload(self.workload.name))
+        self.can_checkpoint = can_checkpoint(self.workload)
         self.executor.setup(self.workload)
         if self.ctx.monitor is not None:
             self.executor.attach_monitor(self.ctx.monitor)

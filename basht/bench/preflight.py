@@ -75,8 +75,9 @@ def _check_workload(experiment: Experiment, where: str) -> tuple[Any, Any]:
         raise ExperimentError(f"{where}: workload.name: {_one_line(err)}") from None
     if is_function_workload(factory):
         return factory, None  # an objective(config, trial) takes no params to check
-    params = dict(spec.params)
-    _check_signature(factory, params, where)
+    params = experiment.workload_ref().params  # a command's settings are its params
+    if not spec.command:  # a command's params are settings of its own (grace_s)
+        _check_signature(factory, params, where)
     try:
         workload = build_workload(WorkloadRef(spec.name, params, experiment.seed))
     except WorkloadError as err:

@@ -108,6 +108,13 @@ def _hold(threads: int) -> None:
         limit_threads(threads)
 
 
+def _close(workload: Any) -> None:
+    """End what a workload holds outside this process (a command trial's process group)."""
+    close = getattr(workload, "close", None)
+    if callable(close):
+        close()
+
+
 def _reason(err: BaseException) -> str:
     where = traceback.extract_tb(err.__traceback__)[-1] if err.__traceback__ else None
     place = f" ({Path(where.filename).name}:{where.lineno})" if where else ""
@@ -118,6 +125,7 @@ class _Worker:
     def __init__(self, index: int, conn: Connection, threads: int):
         self.index, self.conn, self.threads = index, conn, threads
         self._segment: tuple[str, float] = ("load_s", time.perf_counter())
+        self._current: Any = None  # the class workload of the trial under way
 
     def _send(self, kind: EventKind, task: TrialTask, **fields: Any) -> None:
         self.conn.send(TrialEvent(kind, task.trial_id, self.index, at=time.time(), **fields))
@@ -186,7 +194,15 @@ class _Worker:
 
     def _run_class(self, task: TrialTask) -> None:
         start = time.perf_counter()
-        workload = build_workload(task.workload)
+        self._current = build_workload(task.workload)
+        try:
+            self._train_class(task, start)
+        finally:  # whatever the workload holds outside this process ends with its trial
+            _close(self._current)
+            self._current = None
+
+    def _train_class(self, task: TrialTask, start: float) -> None:
+        workload = self._current
         workload.load(task.config, self._resources(task))
         if task.resume_from:
             workload.load_state_dict(load_state(task.resume_from))
@@ -220,7 +236,9 @@ class _Worker:
                     state = workload.state_dict()
                     # The last reference: its device memory is freed before the new replicas.
                     del workload
+                    self._current = None
                     workload, task = self._move(state, task, epoch, change, start)
+                    self._current = workload
                 continue
             if command in (PAUSE, COMPLETE) and path:
                 save_state(workload.state_dict(), path)
@@ -235,6 +253,7 @@ class _Worker:
 
     def test(self, task: TrialTask, budget: int) -> None:
         """Test the best configuration: from its final checkpoint, or retrained to `budget`."""
+        workload = None
         try:
             start = time.perf_counter()
             workload = build_workload(task.workload)
@@ -258,6 +277,9 @@ class _Worker:
             )
         except Exception as err:
             self._send(EventKind.FAILED, task, error=_reason(err))
+        finally:
+            if workload is not None:
+                _close(workload)
 
 
 class _FunctionReporter:

@@ -13,6 +13,7 @@ BUILTIN: dict[str, str] = {
     "digits-sgd": "basht.workloads.digits:DigitsSGD",
     "mnist-mlp": "basht.workloads.mnist:MnistMLP",
     "sleep": "basht.workloads.synthetic:Sleep",
+    "command": "basht.workloads.command:CommandWorkload",  # `workload: {command: ...}`
     # Training code from outside: each framework's ready workload (basht.integrations).
     "lightning": "basht.integrations.lightning:LightningWorkload",
     "hf-trainer": "basht.integrations.hf_trainer:TrainerWorkload",
@@ -26,6 +27,7 @@ __all__ = [
     "StopTrial",
     "TrialReporter",
     "Workload",
+    "can_checkpoint",
     "check_workload_name",
     "is_function_workload",
     "resolve_workload",
@@ -72,3 +74,14 @@ def resolve_workload(name: str) -> Any:
 def is_function_workload(obj: Any) -> bool:
     """Plain functions `objective(config, trial)` are stopped, never paused (no checkpoint)."""
     return not isinstance(obj, type)
+
+
+def can_checkpoint(ref: Any) -> bool:
+    """Whether trials of workload `ref` (a WorkloadRef) can be paused and resumed: a plain
+    function cannot; a class can unless its `can_checkpoint(**params)` says otherwise (a
+    command that saves no state)."""
+    factory = resolve_workload(ref.name)
+    if is_function_workload(factory):
+        return False
+    decide = getattr(factory, "can_checkpoint", None)
+    return bool(decide(**ref.params)) if callable(decide) else True

@@ -35,7 +35,7 @@ from basht.experiment import Experiment
 from basht.store.urls import resolve_url
 from basht.tune import trial_seed
 from basht.tune.tuner import overstayed
-from basht.workloads import is_function_workload, resolve_workload
+from basht.workloads import can_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ class OptunaSystem:
         from basht.bench.systems.optuna_map import describe
 
         exp = self.ctx.experiment
-        self.can_checkpoint = not is_function_workload(resolve_workload(self.workload.name))
+        self.can_checkpoint = can_checkpoint(self.workload)
         self.ctx.store.update_run(self.ctx.run_id, algorithm=describe(exp))
         self.recorder = TrialRecorder(
             self.ctx,

@@ -203,6 +203,12 @@ class _OptunaTrial:
 
     def _run_class(self, config: dict[str, Any], seed: int) -> tuple[str, str | None, str | None]:
         runner = EpochRunner(self.ref, config, seed, self.cpus)
+        try:
+            return self._epochs(runner)
+        finally:
+            runner.close()
+
+    def _epochs(self, runner: EpochRunner) -> tuple[str, str | None, str | None]:
         self.channel.send(Loaded(self.number, runner.load()))
         while True:
             metrics, train_s, validate_s = runner.epoch()

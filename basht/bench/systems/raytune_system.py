@@ -28,7 +28,7 @@ from basht.engine.ray.nodes import NodeLedger
 from basht.engine.ray.session import RaySession
 from basht.errors import BashtError
 from basht.tune import trial_seed
-from basht.workloads import is_function_workload, resolve_workload
+from basht.workloads import can_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ class RayTuneSystem:
 
         assert self.cluster is not None
         exp, search = self.ctx.experiment, self.ctx.experiment.search
-        self.can_checkpoint = not is_function_workload(resolve_workload(self.workload.name))
+        self.can_checkpoint = can_checkpoint(self.workload)
         callback: RecorderCallback | None = None
         self.recorder = TrialRecorder(
             self.ctx,

@@ -110,7 +110,12 @@ class BashtTrainable(tune.Trainable):
         self._start(new_config)
         return True
 
+    def cleanup(self) -> None:
+        self.runner.close()  # a command trial's processes end with the trainable
+
     def _start(self, config: dict[str, Any]) -> None:
+        if getattr(self, "runner", None) is not None:  # a reused actor: its last trial ends
+            self.runner.close()
         config = basht_config(config)
         self.channel, assigned = _begin(self.plan, self.trial_id, config)
         self.number = assigned.number

@@ -77,6 +77,12 @@ class EpochRunner:
         self.epochs += 1
         return metrics, train_s, validate_s
 
+    def close(self) -> None:
+        """End what the workload holds outside this process (a command trial's processes)."""
+        close = getattr(self.workload, "close", None)
+        if callable(close):
+            close()
+
     def save_final(self, path: str) -> None:
         """The completed model, as native keeps it: the workload's own state, for the test phase."""
         save_state(self.workload.state_dict(), path)
@@ -107,9 +113,14 @@ def test_best(
 
     limit_threads(cpus)
     workload = build_workload(ref)
-    workload.load(dict(config), Resources(cpus=cpus, memory_mb=ref.memory_mb, seed=seed))
-    if checkpoint:
-        workload.load_state_dict(load_state(checkpoint))
-    elif budget:
-        workload.train(budget)
-    return floats(workload.test())
+    try:
+        workload.load(dict(config), Resources(cpus=cpus, memory_mb=ref.memory_mb, seed=seed))
+        if checkpoint:
+            workload.load_state_dict(load_state(checkpoint))
+        elif budget:
+            workload.train(budget)
+        return floats(workload.test())
+    finally:
+        close = getattr(workload, "close", None)
+        if callable(close):
+            close()
