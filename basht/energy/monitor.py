@@ -289,12 +289,13 @@ class EnergyMonitor:
             cpu = slot.cpu_s
             if slot.process is not None:
                 try:
-                    times = slot.process.cpu_times()
-                    cpu = times.user + times.system
+                    cpu = tree_cpu_s(slot.process)
                 except (psutil.NoSuchProcess, psutil.AccessDenied):
                     slot.process = None
             deltas.append(max(0.0, cpu - slot.cpu_s))
-            slot.cpu_s = cpu
+            # Never lowered: a child that ended but is not yet reaped drops out of the tree for
+            # a moment, and its time must not count twice when it is back (as reaped).
+            slot.cpu_s = max(slot.cpu_s, cpu)
         used = sum(deltas)
         if d_busy <= 0 or used <= 0:
             return [0.0] * len(deltas)
@@ -418,8 +419,7 @@ class EnergyMonitor:
                 s.process = self._process(pid) if pid is not None else None
                 s.cpu_s = 0.0
                 if s.process is not None:
-                    times = s.process.cpu_times()
-                    s.cpu_s = times.user + times.system
+                    s.cpu_s = tree_cpu_s(s.process)
             if (trial, kind) != (s.trial, s.kind):
                 s.hand_over(time.time(), self._at)
             s.trial, s.kind = trial, kind
@@ -496,3 +496,20 @@ class EnergyMonitor:
     def describe(self) -> str:
         assert self.source is not None
         return self.source.describe()
+
+
+def tree_cpu_s(process: psutil.Process) -> float:
+    """CPU seconds of a worker and everything it started: its own, its ended children's (once
+    reaped) and its live descendants' (a command trial's script and what that runs)."""
+    times = process.cpu_times()
+    total = times.user + times.system + times.children_user + times.children_system
+    try:
+        children = process.children()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return total
+    for child in children:
+        try:
+            total += tree_cpu_s(child)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue  # it ended between the listing and the reading: its parent counts it next
+    return total

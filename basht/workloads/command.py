@@ -274,10 +274,10 @@ class CommandWorkload:
                 how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
                 if code == 0:
                     how = "ended before its budget"
-                raise WorkloadError(
-                    f"command {how} after {self.epochs_done} reports; last output: "
-                    f"{self._tail_text()}"
-                )
+                after = f"after {self.epochs_done} reports"
+                if self.epochs_done == 0 and self.pattern is not None:
+                    after = "with no line of output that `metrics` matches"
+                raise WorkloadError(f"command {how} {after}; last output: {self._tail_text()}")
             tests = {k[5:]: v for k, v in metrics.items() if k.startswith("test_")}
             self._tests.update(tests)
             if kind == "report":
