@@ -25,7 +25,7 @@ from basht.tune import Decision, Tuner, replay, trial_seed
 from basht.tune.base import Algorithm
 from basht.tune.factory import describe, make_algorithm
 from basht.tune.tuner import RestoredTrial
-from basht.workloads import can_checkpoint
+from basht.workloads import can_checkpoint, is_function_workload, resolve_workload
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,7 @@ class NativeSystem:
     def setup(self) -> None:
         assert self.executor is not None
         self.can_checkpoint = can_checkpoint(self.workload)
+        self.is_function = is_function_workload(resolve_workload(self.workload.name))
         self.executor.setup(self.workload)
         if self.ctx.monitor is not None:
             self.executor.attach_monitor(self.ctx.monitor)
@@ -143,7 +144,7 @@ class NativeSystem:
     def test(self, best: BestTrial) -> dict[str, float]:
         assert self.executor is not None
         best.check_testable(self.ctx)
-        if not self.can_checkpoint:
+        if self.is_function:
             return {}  # a plain-function workload has no test split of its own
         task = TrialTask(
             trial_id=best.trial_id,

@@ -35,7 +35,7 @@ from basht.experiment import Experiment
 from basht.store.urls import resolve_url
 from basht.tune import trial_seed
 from basht.tune.tuner import overstayed
-from basht.workloads import can_checkpoint
+from basht.workloads import can_checkpoint, is_function_workload, resolve_workload
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +170,7 @@ class OptunaSystem:
 
         exp = self.ctx.experiment
         self.can_checkpoint = can_checkpoint(self.workload)
+        self.is_function = is_function_workload(resolve_workload(self.workload.name))
         self.ctx.store.update_run(self.ctx.run_id, algorithm=describe(exp))
         self.recorder = TrialRecorder(
             self.ctx,
@@ -279,7 +280,7 @@ class OptunaSystem:
 
     def test(self, best: BestTrial) -> dict[str, float]:
         best.check_testable(self.ctx)
-        if not self.can_checkpoint:
+        if self.is_function:
             return {}  # a plain-function workload has no test split of its own
         worker = next((w for w in self.workers if w.process.is_alive()), None)
         if worker is None:

@@ -28,7 +28,7 @@ from basht.engine.ray.nodes import NodeLedger
 from basht.engine.ray.session import RaySession
 from basht.errors import BashtError
 from basht.tune import trial_seed
-from basht.workloads import can_checkpoint
+from basht.workloads import can_checkpoint, is_function_workload, resolve_workload
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,7 @@ class RayTuneSystem:
         assert self.cluster is not None
         exp, search = self.ctx.experiment, self.ctx.experiment.search
         self.can_checkpoint = can_checkpoint(self.workload)
+        self.is_function = is_function_workload(resolve_workload(self.workload.name))
         callback: RecorderCallback | None = None
         self.recorder = TrialRecorder(
             self.ctx,
@@ -118,7 +119,7 @@ class RayTuneSystem:
             address=self.server.address,
             authkey=self.server.authkey,
         )
-        trainable = BashtTrainable if self.can_checkpoint else function_trainable
+        trainable = function_trainable if self.is_function else BashtTrainable
         space, samples = tm.param_space(exp)
         # Tune's own files (experiment state, trial folders): removed at undeploy.
         self._tune_dir = Path(tempfile.mkdtemp(prefix="basht-tune-"))
@@ -176,7 +177,7 @@ class RayTuneSystem:
         from basht.bench.systems.raytune_trainable import Tester
 
         best.check_testable(self.ctx)
-        if not self.can_checkpoint:
+        if self.is_function:
             return {}  # a plain-function workload has no test split of its own
         exp = self.ctx.experiment
         cpus = exp.resources.cpus_per_worker
