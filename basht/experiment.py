@@ -108,7 +108,7 @@ class WorkloadSpec(_Strict):
     command: str | list[str] | None = None
     """A command that trains one trial, instead of `name`: a string (split as a shell would,
     not run by one) or a list of arguments. `{key}` is the configuration's value of `key`,
-    `{budget}` the search's max_budget; the configuration is also in the JSON file
+    `{budget}` the search's max_budget, `{python}` the interpreter running Basht; the configuration is also in the JSON file
     `$BASHT_CONFIG` and in `$BASHT_HP_<KEY>`."""
     metrics: str | None = None
     """A regular expression applied to each line the command prints: its named groups are a

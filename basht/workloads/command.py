@@ -2,7 +2,8 @@
 
 The command is started in the trial's worker (its threads limited as the worker's are, its own
 process group), with the configuration given three ways: filled into the command's `{key}`
-placeholders (`{budget}` is the search's max_budget), as a JSON file named by `BASHT_CONFIG`,
+placeholders (`{budget}` is the search's max_budget, `{python}` the interpreter running Basht),
+as a JSON file named by `BASHT_CONFIG`,
 and as environment variables `BASHT_HP_<KEY>`. Its results come back two ways:
 
 - through the reporter (`basht.integrations.report`, or a line of JSON on `BASHT_REPORT_FD`),
@@ -28,6 +29,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -89,10 +91,10 @@ class CommandWorkload:
     def about(self) -> dict[str, Any]:
         shown = self.command if isinstance(self.command, str) else shlex.join(self.command)
         return {
-            "dataset": "the command's own",
+            "dataset": "set by the command",
             "dataset_mb": None,
-            "model": "the command's own",
-            "training": f"the command `{shown}`",
+            "model": "set by the command",
+            "training": f"`{shown}`",
         }
 
     # -- the Workload protocol --------------------------------------------------------------
@@ -224,7 +226,7 @@ class CommandWorkload:
         threading.Thread(target=self._read_output, daemon=True).start()
 
     def _argv(self) -> list[str]:
-        values = {**self._config, "budget": self.max_budget}
+        values = {**self._config, "budget": self.max_budget, "python": sys.executable}
         try:
             if isinstance(self.command, str):
                 return shlex.split(self.command.format_map(values))

@@ -261,3 +261,24 @@ def test_a_workers_cpu_time_counts_what_it_started():
         child.kill()
         child.wait()
     assert tree_cpu_s(me) - before >= 0.5  # reaped, it still counts
+
+
+@pytest.mark.parametrize("name", ["script-regex", "script-reporter"])
+def test_the_script_examples_run_with_asha(tmp_path, name):
+    """examples/script/, shortened: an unchanged script tuned through its output, and one that
+    reports and is paused and resumed."""
+    folder = Path(__file__).resolve().parents[2] / "examples" / "script"
+    spec = yaml.safe_load((folder / f"{name}.yaml").read_text())
+    spec["search"].update(max_trials=6, max_budget=9)
+    spec["store"] = f"sqlite:///{tmp_path / 'basht.db'}"
+    spec["workload"]["cwd"] = str(folder)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    done = basht("run", "-q", "--no-plots", str(path), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    store = Store(spec["store"], create=False)
+    (run,) = store.list_runs()
+    states = {t.state for t in store.trials(run.id)}
+    assert "stopped" in states
+    if name == "script-reporter":
+        assert any(d.result == "resume" for d in store.decisions(run.id))
