@@ -282,3 +282,21 @@ def test_the_script_examples_run_with_asha(tmp_path, name):
     assert "stopped" in states
     if name == "script-reporter":
         assert any(d.result == "resume" for d in store.decisions(run.id))
+
+
+def test_basht_compare_runs_a_script_on_optuna_and_ray_tune_too(tmp_path):
+    (tmp_path / "train.py").write_text(PLAIN)
+    workload = {
+        "command": "{python} train.py --lr {lr} --epochs {budget}",
+        "metrics": REGEX,
+    }
+    path = _experiment(tmp_path, workload, trials=6)
+    done = basht("compare", "-q", "--systems", "native,optuna,raytune", str(path), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert _left_behind(tmp_path) == []
+    store = Store(f"sqlite:///{tmp_path / 'basht.db'}", create=False)
+    runs = {run.system: run for run in store.list_runs()}
+    assert set(runs) == {"native", "optuna", "raytune"}
+    for run in runs.values():
+        trials = store.trials(run.id)
+        assert len(trials) == 6 and all(t.state in ("completed", "stopped") for t in trials)
