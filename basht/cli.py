@@ -79,6 +79,7 @@ def run(
     from basht.experiment import load_experiment, with_plan
 
     try:
+        _importable_next_to(file)
         experiment = load_experiment(file)
         if plan is not None or replan:
             experiment = with_plan(experiment, plan, replan=replan)
@@ -122,6 +123,20 @@ def _lifecycle(
     _done_and_closed()  # the runner closed the store; the workers and the plotter are gone
     if result.status != "completed":
         raise typer.Exit(1)
+
+
+def _importable_next_to(file: Path) -> None:
+    """Modules next to an experiment file (a LightningModule, a data loader) import as the file
+    names them, wherever basht runs from: its folder goes on the import path, here and (through
+    PYTHONPATH) in every worker and Ray process the run starts."""
+    import os
+
+    folder = str(Path(file).resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if folder not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([folder, *filter(None, paths)])
 
 
 def _say_path(line: str) -> None:
@@ -236,6 +251,8 @@ def compare(
     from basht.report.progress import LiveProgress, QuietProgress
     from basht.store import Store
 
+    for file in files:
+        _importable_next_to(file)
     experiments = [load_experiment(file) for file in files]
     if store is not None:
         experiments = [e.model_copy(update={"store": store}) for e in experiments]
@@ -314,6 +331,7 @@ def validate(file: Annotated[Path, typer.Argument(help="Experiment file (YAML or
     from basht.bench.preflight import preflight
     from basht.experiment import load_experiment
 
+    _importable_next_to(file)
     experiment = load_experiment(file)
     preflight(experiment)
     s = experiment.search

@@ -24,7 +24,8 @@ def test_the_examples_are_found():
 
 
 @pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(EXAMPLES)) for p in FILES])
-def test_an_example_validates_as_it_is(path):
+def test_an_example_validates_as_it_is(path, monkeypatch):
+    monkeypatch.syspath_prepend(str(path.parent))  # as `basht run` does: its modules are there
     experiment = load_experiment(path)
     preflight(experiment)
     assert experiment.name == path.stem  # a run's id starts with the file's name

@@ -25,7 +25,11 @@ X, y = load_digits(return_X_y=True)
 X = X / 16.0
 X_train, X_val, y_train, y_val = train_test_split(X, y, test_size=0.25, random_state=0)
 model = SGDClassifier(
-    loss="log_loss", alpha=args.alpha, learning_rate="constant", eta0=args.lr, random_state=args.seed
+    loss="log_loss",
+    alpha=args.alpha,
+    learning_rate="constant",
+    eta0=args.lr,
+    random_state=args.seed,
 )
 rng = np.random.default_rng(args.seed)
 classes = np.unique(y)

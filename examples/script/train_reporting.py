@@ -21,7 +21,10 @@ X, y = load_digits(return_X_y=True)
 X = X / 16.0
 X_train, X_val, y_train, y_val = train_test_split(X, y, test_size=0.25, random_state=0)
 model = SGDClassifier(
-    loss="log_loss", alpha=settings["alpha"], learning_rate="constant", eta0=settings["lr"],
+    loss="log_loss",
+    alpha=settings["alpha"],
+    learning_rate="constant",
+    eta0=settings["lr"],
     random_state=0,
 )
 rng, done = np.random.default_rng(0), 0
