@@ -34,7 +34,7 @@ def _check_outcome(path: Path, code: int, err: str) -> None:
     check_outcome(code, err, starts=path)
 
 
-_SETTINGS = fuzz_settings(150)
+_SETTINGS = fuzz_settings(120)
 
 
 @_SETTINGS

@@ -3,6 +3,7 @@ the callback in the example's own script run as a trial, and the example run thr
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -23,7 +24,12 @@ from tests.integrations.framework_trials import (
     run_script,
 )
 
-transformers = pytest.importorskip("transformers")
+# Each test trains a real Trainer (seconds, and a second to import it): the full suite's lane.
+pytestmark = pytest.mark.integration
+if importlib.util.find_spec("transformers") is None:
+    pytest.skip(
+        "transformers is not installed (pip install 'basht[transformers]')", allow_module_level=True
+    )
 
 FOLDER = EXAMPLES / "hf-trainer"
 PARAMS = {

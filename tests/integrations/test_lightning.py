@@ -3,6 +3,7 @@ callback in the example's own script run as a trial, and the example run through
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -23,7 +24,12 @@ from tests.integrations.framework_trials import (
     run_script,
 )
 
-L = pytest.importorskip("lightning")
+# Each test trains real Lightning models (seconds, and 5 s to import it): the full suite's lane.
+pytestmark = pytest.mark.integration
+if importlib.util.find_spec("lightning") is None:
+    pytest.skip(
+        "lightning is not installed (pip install 'basht[lightning]')", allow_module_level=True
+    )
 
 FOLDER = EXAMPLES / "lightning"
 PARAMS = {
@@ -94,23 +100,12 @@ def test_a_config_key_nobody_takes_is_one_line():
         _loaded({**CONFIG, "momentum": 0.9})
 
 
-class FromConfig(L.LightningModule):
-    """A module built by its own `from_config` (which gets the whole config)."""
-
-    seen: dict[str, Any] = {}
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> Any:
-        FromConfig.seen = dict(config)
-        from digits_lightning import DigitsClassifier
-
-        return DigitsClassifier(lr=config["learning_rate"])
-
-
 def test_a_from_config_classmethod_builds_the_module():
+    from tests.integrations.lightning_modules import FromConfig
+
     _loaded(
         {"learning_rate": 0.02, "batch_size": 32},
-        module="tests.integrations.test_lightning:FromConfig",
+        module="tests.integrations.lightning_modules:FromConfig",
     )
     assert FromConfig.seen == {"learning_rate": 0.02, "batch_size": 32}
 
@@ -175,6 +170,8 @@ def test_outside_a_trial_the_callback_does_nothing(monkeypatch, tmp_path):
     for name in ("BASHT_REPORT_FD", "BASHT_DECISION_FD", "BASHT_RESUME_FROM"):
         monkeypatch.delenv(name, raising=False)
     callback = BashtCallback(monitor="val_acc")
+    import lightning as L
+
     trainer = L.Trainer(
         max_epochs=2,
         callbacks=[callback],

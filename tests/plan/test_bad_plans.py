@@ -45,7 +45,7 @@ def _check_refused_by_run(
     assert code == 2 and not (tmp_path / "refused.db").exists()
 
 
-@fuzz_settings(120)
+@fuzz_settings(100)
 @given(data=st.data())
 def test_a_mutated_plan_file_is_accepted_or_refused_in_one_line(
     data: st.DataObject, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
