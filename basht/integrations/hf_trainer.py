@@ -36,7 +36,13 @@ from basht.integrations._user_code import (
     require,
     share_out,
 )
-from basht.integrations.reporter import Decision, checkpoint_dir, in_trial, report, resume_from
+from basht.integrations.reporter import (
+    Decision,
+    in_trial,
+    pause_folder,
+    report,
+    resume_from,
+)
 
 # BashtCallback subclasses the framework's callback class: built on first use, by __getattr__.
 __all__ = ["CHECKPOINT_NAME", "BashtCallback", "TrainerWorkload"]  # noqa: F822
@@ -141,9 +147,8 @@ def _callback_classes() -> tuple[type, type]:
             if not self._pausing:
                 return
             self._pausing = False
-            folder = checkpoint_dir()
+            folder = pause_folder()
             if folder is None:
-                log.warning("told to pause, but the trial has no checkpoint folder: stopping")
                 return
             saved = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             shutil.copytree(saved, folder / CHECKPOINT_NAME, dirs_exist_ok=True)

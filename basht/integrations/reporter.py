@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import enum
 import json
+import logging
 import math
 import os
 from pathlib import Path
 from typing import IO, Any
+
+log = logging.getLogger(__name__)
 
 CONFIG_ENV = "BASHT_CONFIG"
 REPORT_FD_ENV = "BASHT_REPORT_FD"
@@ -102,6 +105,17 @@ def checkpoint_dir() -> Path | None:
     """Where to save the state when told to pause (None outside a trial that may pause)."""
     path = os.environ.get(CHECKPOINT_DIR_ENV)
     return Path(path) if path else None
+
+
+def pause_folder() -> Path | None:
+    """The folder to save into now that the trial was told to pause, made if needed; None (and
+    a warning: training just stops) for a trial that was given none."""
+    folder = checkpoint_dir()
+    if folder is None:
+        log.warning("told to pause, but this trial has no checkpoint folder: training stops")
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def resume_from() -> Path | None:

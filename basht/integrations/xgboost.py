@@ -21,7 +21,13 @@ from typing import TYPE_CHECKING, Any
 from basht.errors import WorkloadError
 from basht.integrations import _boosting as boosting
 from basht.integrations._user_code import TrialResources, plain, require
-from basht.integrations.reporter import Decision, checkpoint_dir, in_trial, report, resume_from
+from basht.integrations.reporter import (
+    Decision,
+    in_trial,
+    pause_folder,
+    report,
+    resume_from,
+)
 
 if TYPE_CHECKING:
     import xgboost as xgb
@@ -338,11 +344,9 @@ def __getattr__(name: str) -> Any:
 
 
 def _save(model: Any) -> None:
-    folder = checkpoint_dir()
+    folder = pause_folder()
     if folder is None:
-        log.warning("told to pause, but this trial has no checkpoint folder: training stops")
         return
-    folder.mkdir(parents=True, exist_ok=True)
     model.save_model(str(folder / MODEL_FILE))
 
 
