@@ -176,6 +176,82 @@ class WorkloadSpec(_Strict):
         }
 
 
+#: What Basht measures of every trial, usable as objectives and constraints beside the
+#: workload's own metrics (`basht.tune.objectives` defines them).
+MEASURED_METRICS = (
+    "train_energy_kwh",
+    "train_carbon_g",
+    "train_cost_usd",
+    "train_time_s",
+    "train_energy_kwh_spent",
+    "train_carbon_g_spent",
+    "train_cost_usd_spent",
+    "train_time_s_spent",
+)
+_MEASURED_PREFIXES = ("train_energy", "train_carbon", "train_cost", "train_time")
+FiniteNumber = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class ObjectiveSpec(_Strict):
+    """One objective of a multi-objective search."""
+
+    metric: str = Field(min_length=1, max_length=200)
+    """A metric the workload reports, or one Basht measures (`train_energy_kwh`,
+    `train_carbon_g`, `train_cost_usd`, `train_time_s`, and each with `_spent`)."""
+    mode: Literal["min", "max"] = "max"
+    """Whether the metric is maximised or minimised."""
+
+
+class ConstraintSpec(_Strict):
+    """A bound a trial must keep to be promoted or chosen: `max`, `min` or both."""
+
+    metric: str = Field(min_length=1, max_length=200)
+    """A reported or measured metric (as for objectives)."""
+    max: FiniteNumber | None = None
+    """The largest feasible value."""
+    min: FiniteNumber | None = None
+    """The smallest feasible value."""
+
+    @model_validator(mode="after")
+    def _a_bound(self) -> ConstraintSpec:
+        if self.max is None and self.min is None:
+            raise ValueError("a constraint needs `max`, `min` or both")
+        if self.max is not None and self.min is not None and self.min > self.max:
+            raise ValueError(f"min {self.min} exceeds max {self.max}: nothing is feasible")
+        return self
+
+
+class ScalarizeSpec(_Strict):
+    """Steer the search by one number made of the objectives (the front is still reported)."""
+
+    weights: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] | None = None
+    """One weight per objective: the search minimises the weighted sum of the objectives, each
+    signed so that smaller is better (a maximised metric counts negatively)."""
+    zeus_eta: Annotated[float, Field(ge=0, le=1)] | None = None
+    """Zeus's energy-time cost η·energy + (1−η)·max_power·time (joules), from a trial's
+    projected `train_energy_kwh` and `train_time_s`; the objectives are then reported only."""
+    max_power_w: PositiveFloat | None = None
+    """The power that prices time in Zeus's cost (its MAXPOWER); needed with `zeus_eta`."""
+
+    @model_validator(mode="after")
+    def _one_way(self) -> ScalarizeSpec:
+        if (self.weights is None) == (self.zeus_eta is None):
+            raise ValueError("give `weights` or `zeus_eta`, one of them")
+        if self.zeus_eta is not None and self.max_power_w is None:
+            raise ValueError("zeus_eta needs max_power_w (the power that prices time)")
+        if self.weights is not None and not any(self.weights):
+            raise ValueError("weights: at least one must be above 0")
+        return self
+
+
+class ChooseSpec(_Strict):
+    """Which trial the final test uses when there are several objectives."""
+
+    weights: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]]
+    """One weight per objective: the feasible completed trial with the smallest weighted sum of
+    signed objectives (each normalised to [0, 1] over the completed trials)."""
+
+
 class SearchSpec(_Strict):
     """How configurations are proposed (the sampler), stopped early (the pruner) and ranked."""
 
@@ -212,6 +288,19 @@ class SearchSpec(_Strict):
     """End the job once it has emitted this many grams CO2eq, counted as energy_budget_kwh is."""
     cost_budget_usd: PositiveFloat | None = None
     """End the job once it has been billed this much (as OC counts it, at `measure.price`)."""
+    objectives: list[ObjectiveSpec] | None = Field(default=None, min_length=1, max_length=8)
+    """Several objectives (replacing `metric`/`mode`): the search ranks trials by
+    non-dominated sorting and reports the Pareto front."""
+    constraints: list[ConstraintSpec] = Field(default_factory=list, max_length=16)
+    """Bounds a trial must keep: an infeasible trial is never promoted or chosen."""
+    tie_break: Literal["eps-net", "crowding"] = "eps-net"
+    """How trials on one front are ordered when a rung keeps only some of them: the ε-net of
+    multi-objective ASHA (Schmucker et al. 2021), or NSGA-II's crowding distance."""
+    scalarize: ScalarizeSpec | None = None
+    """Rank trials by one number made of the objectives instead of by non-dominated sorting."""
+    choose: Literal["first"] | ChooseSpec = "first"
+    """The trial the test phase uses: `first` (the best first objective among feasible
+    completed trials), or `{weights: [...]}`."""
 
     @property
     def limits(self) -> tuple[float | None, ...]:
@@ -238,6 +327,48 @@ class SearchSpec(_Strict):
                 f"min_budget must not exceed max_budget, got {self.min_budget} > {self.max_budget}"
             )
         return self
+
+    @model_validator(mode="after")
+    def _objectives(self) -> SearchSpec:
+        names = [o.metric for o in self.objectives or ()]
+        for name in names:
+            if names.count(name) > 1:
+                raise _at("objectives", f"{name!r} is named twice; each objective once")
+        for i, name in enumerate([*names, *(c.metric for c in self.constraints)]):
+            if name.startswith(_MEASURED_PREFIXES) and name not in MEASURED_METRICS:
+                where = f"objectives.{i}" if i < len(names) else "constraints"
+                raise _at(
+                    where,
+                    f"unknown measured metric {name!r} (Basht measures "
+                    f"{', '.join(MEASURED_METRICS)})",
+                )
+        n = len(names)
+        if self.objectives is None and (self.scalarize or not isinstance(self.choose, str)):
+            key = "scalarize" if self.scalarize else "choose"
+            raise _at(key, "applies with several `objectives`")
+        for key, spec in (("scalarize", self.scalarize), ("choose", self.choose)):
+            weights = getattr(spec, "weights", None)
+            if weights is not None and len(weights) != n:
+                raise _at(f"{key}.weights", f"expected {n} (one per objective), got {len(weights)}")
+        if self.objectives is not None:
+            first = self.objectives[0]
+            for key in ("metric", "mode"):
+                if key in self.model_fields_set and getattr(self, key) != getattr(first, key):
+                    raise _at(key, "with `objectives`, leave it out (the first objective is it)")
+            # metric/mode name the first objective: the target, the progress line and the
+            # peers read them (set on the frozen model once, while it is being validated)
+            self.__dict__.update(metric=first.metric, mode=first.mode)
+        return self
+
+    @property
+    def objective_list(self) -> list[ObjectiveSpec]:
+        """The objectives: those given, or `metric`/`mode` as the only one."""
+        return list(self.objectives or [ObjectiveSpec(metric=self.metric, mode=self.mode)])
+
+    @property
+    def is_multi(self) -> bool:
+        """Whether trials are ranked on more than one number or under constraints."""
+        return self.objectives is not None or bool(self.constraints)
 
 
 class ResourcesSpec(_Strict):

@@ -11,6 +11,7 @@ from sqlalchemy import select
 
 from basht.bench.budgets import SpendingLimits
 from basht.bench.lifecycle import BestTrial, RunContext
+from basht.bench.scored import TrialMeter, chosen_trial, last_metrics, objectives_of
 from basht.energy.billing import RAY_NODES
 from basht.engine import LocalExecutor, RayExecutor, TrialTask
 from basht.engine.base import Executor
@@ -83,6 +84,8 @@ class NativeSystem:
         # A plan is for one bracket of all the job's trials, as `basht plan` planned it.
         self.algorithm = make_algorithm(exp, self.can_checkpoint, one_bracket=exp.plan is not None)
         self.ctx.store.update_run(self.ctx.run_id, algorithm=describe(exp, self.algorithm))
+        self.objectives = objectives_of(exp)
+        self.measure = TrialMeter(self.ctx, self.objectives) if self.objectives else None
         self.restored: tuple[list[RestoredTrial], int] | None = None
         if self.ctx.resume:
             self.restored = restore_from_store(self.ctx.store, self.ctx.run_id, self.algorithm)
@@ -105,6 +108,8 @@ class NativeSystem:
             limits=[spending] if spending is not None else (),  # none set: the loop does not ask
             on_update=self.ctx.on_update,
             on_trial=self._on_trial,
+            objectives=self.objectives,
+            measure=self.measure,
         )
         if self.restored is not None:
             self.tuner.restore(*self.restored)
@@ -139,6 +144,9 @@ class NativeSystem:
         )
 
     def collect_results(self) -> BestTrial:
+        if self.objectives is not None:
+            chosen = chosen_trial(self.ctx.store, self.ctx.run_id, self.objectives)
+            return best_trial_from_store(self.ctx, number=chosen)
         return best_trial_from_store(self.ctx)
 
     def test(self, best: BestTrial) -> dict[str, float]:
@@ -230,12 +238,15 @@ def record_ray_nodes(
     return record
 
 
-def best_trial_from_store(ctx: RunContext) -> BestTrial:
-    """The best completed trial by its final value (any reported trial if none completed)."""
+def best_trial_from_store(ctx: RunContext, number: int | None = None) -> BestTrial:
+    """The best completed trial by its final value (any reported trial if none completed), or
+    trial `number` (chosen by the rule of several objectives)."""
     exp = ctx.experiment
     order = TrialRow.value.desc() if exp.search.mode == "max" else TrialRow.value.asc()
     with ctx.store.session() as s:
         base = select(TrialRow).where(TrialRow.run_id == ctx.run_id, TrialRow.value.is_not(None))
+        if number is not None:
+            base = base.where(TrialRow.number == number)
         row = s.scalars(
             base.where(TrialRow.state == TrialState.COMPLETED).order_by(order, TrialRow.number)
         ).first()
@@ -279,21 +290,26 @@ def restore_from_store(
                 .order_by(CheckpointRow.id)
             ).all()
         }
+    states = {}
+    for row in rows:
+        checkpoint, epoch = checkpoints.get(row.id, (None, 0))
+        # Promoted while its pause was being written, then interrupted: it is owed a run.
+        owed = row.state == TrialState.PAUSED and last_op.get(row.number) == "suggest"
+        states[row.id] = state = TrialState.ABORTED if owed else TrialState(row.state)
+        if state in RESTARTED:  # it trains again from `epoch`, and reports those epochs again
+            store.drop_reports_after(row.id, epoch)
+    measured = last_metrics(store, run_id)  # what the reports kept add up to
     restored = []
     for row in rows:
         budget, result = told.get(row.number, (0, None))
         checkpoint, epoch = checkpoints.get(row.id, (None, 0))
-        # Promoted while its pause was being written, then interrupted: it is owed a run.
-        owed = row.state == TrialState.PAUSED and last_op.get(row.number) == "suggest"
-        state = TrialState.ABORTED if owed else TrialState(row.state)
-        if state in RESTARTED:  # it trains again from `epoch`, and reports those epochs again
-            store.drop_reports_after(row.id, epoch)
+        time_s, metrics = measured.get(row.id, (0.0, None))
         restored.append(
             RestoredTrial(
                 number=row.number,
                 row_id=row.id,
                 config=row.config,
-                state=state,
+                state=states[row.id],
                 # A restarted trial continues from its checkpoint's epoch, or from scratch.
                 budget=epoch,
                 target_budget=row.target_budget,
@@ -301,6 +317,9 @@ def restore_from_store(
                 checkpoint=checkpoint,
                 told=budget,
                 told_decision=Decision(result) if result else None,
+                time_s=time_s,
+                load_s=row.load_s,
+                metrics=metrics,
             )
         )
     return restored, max((d.seq for d in decisions), default=0)

@@ -437,6 +437,21 @@ class EnergyMonitor:
             s.pid = s.trial = s.process = None
             s.cpu_s, s.remote = 0.0, True
 
+    def booked(self, trial: int) -> tuple[float, float]:
+        """The energy (J) and emissions (g) booked to `trial` so far, over every attempt and
+        node, closing the interval now: a trial's measured cost at its report, for objectives
+        and constraints on energy and carbon."""
+        energy = emissions = 0.0
+        with self._lock:
+            self.sample()  # what it used since the last sample is booked now, not later
+            # A trial's own accounts are the same in every view (only overhead is shared out).
+            for group in (self.carried, self.accounts, self._pulled.accounts):
+                for (kind, number, _), account in group.items():
+                    if kind == "trial" and number == trial:
+                        energy += account.energy_j
+                        emissions += account.emissions_g
+        return energy, emissions
+
     # -- windows ----------------------------------------------------------------------------
 
     def begin_window(self, key: str) -> None:

@@ -117,6 +117,8 @@ class DecisionRow(Base):
     trial: Mapped[int] = mapped_column(Integer)
     budget: Mapped[int | None] = mapped_column(Integer)
     value: Mapped[float | None] = mapped_column(Float)
+    # Several objectives or constraints: the costs the algorithm was told (value: the first one's)
+    scores: Mapped[list[Any] | None]
     result: Mapped[str | None] = mapped_column(String(20))  # new | resume | continue | pause | stop
 
 

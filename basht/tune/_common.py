@@ -46,11 +46,18 @@ class NewConfigs:
         seed: int,
         max_trials: int | None,
         mode: str = "max",
+        n_objectives: int | None = None,
     ):
+        """`n_objectives`: results are scores of that many costs (a multi-objective sampler
+        learns from them), not values."""
         check_mode(mode)
         check_whole("seed", seed, 0)
         check_whole("max_trials", max_trials, 1, optional=True)
-        if isinstance(sampler, str):
+        if isinstance(sampler, str) and n_objectives is not None:
+            from basht.tune.mo_samplers import make_mo_sampler
+
+            sampler = make_mo_sampler(sampler, space, seed, n_objectives)
+        elif isinstance(sampler, str):
             sampler = make_sampler(sampler, space, seed, mode)
         else:
             if not callable(getattr(sampler, "next", None)):

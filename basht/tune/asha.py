@@ -31,6 +31,7 @@ from basht.space import SpaceLike
 from basht.tune._checks import check_budgets, check_objective, check_rates, check_whole
 from basht.tune._common import NewConfigs, never_suggested
 from basht.tune.base import Decision, Suggestion
+from basht.tune.ranking import ParetoRung, Score, Scored
 from basht.tune.rungs import Rung, level, most_rungs, rung_levels, signed
 from basht.tune.samplers import Sampler
 
@@ -55,12 +56,21 @@ class _Bracket:
     suggest() after one report then looks at one rung, not at all of them.
     """
 
-    def __init__(self, min_budget: int, max_budget: int | None, eta: int, s: int):
+    def __init__(
+        self,
+        min_budget: int,
+        max_budget: int | None,
+        eta: int,
+        s: int,
+        tie_break: str | None = None,
+    ):
+        """`tie_break`: results are scores ranked by non-dominated sorting (`ParetoRung`)."""
         self.min_budget, self.max_budget, self.eta, self.s = min_budget, max_budget, eta, s
+        self.tie_break = tie_break
         self.levels = (
             rung_levels(min_budget, max_budget, eta, s) if max_budget is not None else None
         )
-        self.rungs: list[Rung] = []
+        self.rungs: list[Rung | ParetoRung] = []
         self._best: list[int | None] = []  # per rung: its best promotable trial (None at the top)
         self._dirty: set[int] = set()
         self._found: tuple[int, int] | None = None  # promotable()'s answer while nothing is dirty
@@ -73,13 +83,17 @@ class _Bracket:
     def is_top(self, k: int) -> bool:
         return self.levels is not None and k == len(self.levels) - 1
 
-    def rung(self, k: int) -> Rung:
+    def rung(self, k: int) -> Rung | ParetoRung:
         while len(self.rungs) <= k:
-            self.rungs.append(Rung(self.budget(len(self.rungs)), self.eta))
+            budget = self.budget(len(self.rungs))
+            if self.tie_break is None:
+                self.rungs.append(Rung(budget, self.eta))
+            else:
+                self.rungs.append(ParetoRung(budget, self.eta, self.tie_break))
             self._best.append(None)
         return self.rungs[k]
 
-    def add(self, k: int, trial_id: int, cost: float, arrival: int) -> bool:
+    def add(self, k: int, trial_id: int, cost: Any, arrival: int) -> bool:
         """Record a result at rung k (see `Rung.add`)."""
         goes_on = self.rung(k).add(trial_id, cost, arrival)
         self._dirty.add(k)
@@ -128,7 +142,9 @@ class AsyncSuccessiveHalving:
         sampler: str | Sampler = "random",
         seed: int = 0,
         max_trials: int | None = None,
+        scored: Scored | None = None,
     ):
+        """`scored`: reports are scores of several objectives, ranked as `ParetoRung` does."""
         check_objective(metric, mode)
         check_budgets(min_budget, max_budget, eta)
         check_rates("brackets", brackets)
@@ -142,8 +158,11 @@ class AsyncSuccessiveHalving:
             )
         self.metric, self.mode, self.eta, self.variant = metric, mode, eta, variant
         self.min_budget, self.max_budget = min_budget, max_budget
-        self.brackets = [_Bracket(min_budget, max_budget, eta, s) for s in brackets]
-        self.new = NewConfigs(space, sampler, seed, max_trials, mode)
+        self.scored = scored
+        tie_break = scored.tie_break if scored is not None else None
+        self.brackets = [_Bracket(min_budget, max_budget, eta, s, tie_break) for s in brackets]
+        n_objectives = scored.width if scored is not None else None
+        self.new = NewConfigs(space, sampler, seed, max_trials, mode, n_objectives)
         self.trials: dict[int, _Trial] = {}
         self.arrivals = 0
         # Bracket choice has its own stream, so it never shifts the configurations drawn.
@@ -180,19 +199,21 @@ class AsyncSuccessiveHalving:
 
     # -- tell -----------------------------------------------------------------------------------
 
-    def report(self, trial_id: int, budget: int, value: float) -> Decision:
+    def report(self, trial_id: int, budget: int, value: float | Score) -> Decision:
         try:  # inline, not `_trial`: a report is the hot path, and a try costs nothing
             trial = self.trials[trial_id]
         except KeyError:
             raise never_suggested(trial_id) from None
+        if self.scored is not None:
+            value = self.scored.check(value)
         if budget < trial.budget:
             return _CONTINUE  # between rungs: most per-epoch reports end here
         return self._reach(trial_id, trial, budget, value)
 
-    def _reach(self, trial_id: int, trial: _Trial, budget: int, value: float) -> Decision:
+    def _reach(self, trial_id: int, trial: _Trial, budget: int, value: Any) -> Decision:
         """Record a report at every rung it reached (one, unless it jumped several)."""
         bracket = self.brackets[trial.bracket]
-        cost = signed(value, self.mode)
+        cost = value if self.scored is not None else signed(value, self.mode)
         while budget >= trial.budget:
             k = trial.rung
             self.arrivals += 1
@@ -275,8 +296,10 @@ def ASHA(  # noqa: N802 - reads as the algorithm's name
     sampler: str | Sampler = "random",
     seed: int = 0,
     max_trials: int | None = None,
+    scored: Scored | None = None,
 ) -> AsyncSuccessiveHalving:
-    """The paper's ASHA: one bracket with rungs at min_budget·eta^(s+k)."""
+    """The paper's ASHA: one bracket with rungs at min_budget·eta^(s+k); with `scored`, the
+    multi-objective ASHA of Schmucker et al. (2021)."""
     check_whole("min_early_stopping_rate", min_early_stopping_rate, 0)
     return AsyncSuccessiveHalving(
         space,
@@ -290,6 +313,7 @@ def ASHA(  # noqa: N802 - reads as the algorithm's name
         sampler=sampler,
         seed=seed,
         max_trials=max_trials,
+        scored=scored,
     )
 
 
@@ -305,6 +329,7 @@ def AsyncHyperband(  # noqa: N802 - reads as the algorithm's name
     sampler: str | Sampler = "random",
     seed: int = 0,
     max_trials: int | None = None,
+    scored: Scored | None = None,
 ) -> AsyncSuccessiveHalving:
     """Hyperband's brackets run as ASHA; each new configuration draws its bracket (seeded)."""
     check_budgets(min_budget, max_budget, eta, bounded=True)
@@ -321,4 +346,5 @@ def AsyncHyperband(  # noqa: N802 - reads as the algorithm's name
         sampler=sampler,
         seed=seed,
         max_trials=max_trials,
+        scored=scored,
     )

@@ -8,6 +8,7 @@ from basht.space import SpaceLike
 from basht.tune._checks import check_objective, check_whole
 from basht.tune._common import NewConfigs, never_suggested
 from basht.tune.base import Decision, Suggestion
+from basht.tune.ranking import Score, Scored
 from basht.tune.samplers import Sampler
 
 _CONTINUE = Decision.CONTINUE  # bound once: a lookup on the enum class costs a descriptor call
@@ -27,13 +28,17 @@ class FullBudgetSearch:
         max_trials: int | None = None,
         sampler: str | Sampler = "random",
         seed: int = 0,
+        scored: Scored | None = None,
     ):
+        """`scored`: reports are scores of several objectives (`basht.tune.objectives`)."""
         check_objective(metric, mode)
         check_whole("max_budget", max_budget, 1)
         self.metric, self.mode = metric, mode
         self.max_budget = max_budget
         self.max_trials = max_trials
-        self.new = NewConfigs(space, sampler, seed, max_trials, mode)
+        self.scored = scored
+        n_objectives = scored.width if scored is not None else None
+        self.new = NewConfigs(space, sampler, seed, max_trials, mode, n_objectives)
 
     def suggest(self) -> Suggestion | None:
         drawn = self.new.draw()
@@ -41,8 +46,10 @@ class FullBudgetSearch:
             return None
         return Suggestion(*drawn, self.max_budget)
 
-    def report(self, trial_id: int, budget: int, value: float) -> Decision:
+    def report(self, trial_id: int, budget: int, value: float | Score) -> Decision:
         self._check(trial_id)
+        if self.scored is not None:
+            value = self.scored.check(value)
         if budget >= self.max_budget:
             self.new.observe(trial_id, self.max_budget, value)
         return _CONTINUE

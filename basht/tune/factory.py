@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from basht.errors import BashtError
 from basht.experiment import Experiment
 from basht.tune.asha import ASHA, AsyncHyperband
 from basht.tune.base import Algorithm
 from basht.tune.basic import FullBudgetSearch
 from basht.tune.hyperband import SHA, Hyperband
+from basht.tune.objectives import Objectives
+from basht.tune.ranking import Scored
 
 
 def make_algorithm(
@@ -16,13 +20,16 @@ def make_algorithm(
     """`pruner: asha` (and async-hyperband) promote when the workload can checkpoint, else stop.
     `one_bracket`: SHA runs all `max_trials` in one bracket (the job a RubberBand plan is for)."""
     search = experiment.search
-    common = {
+    common: dict[str, Any] = {
         "metric": search.metric,
         "mode": search.mode,
         "sampler": search.sampler,
         "seed": experiment.seed,
         "max_trials": search.max_trials,
     }
+    if search.is_multi:  # told scores of several objectives (or under constraints)
+        width = Objectives.from_search(search).width
+        common["scored"] = Scored(width, search.tie_break)
     space = experiment.search_space
     check_unbounded(experiment, can_checkpoint)
     variant = "promotion" if can_checkpoint else "stopping"
@@ -59,4 +66,7 @@ def describe(experiment: Experiment, algorithm: Algorithm) -> str:
     pruner = f"{search.pruner} ({variant})" if variant else search.pruner
     if experiment.plan is not None and search.pruner == "sha":
         pruner = f"{search.pruner} (one bracket of {search.max_trials})"
+    if search.is_multi:
+        how = "scalarised" if search.scalarize else search.tie_break  # the store keeps 80 chars
+        pruner = f"{pruner}, {len(search.objective_list)} objectives ({how})"
     return f"{search.sampler} sampling, pruner {pruner}"

@@ -21,6 +21,7 @@ from basht.space import SpaceLike
 from basht.tune._checks import check_budgets, check_objective, check_rates, check_whole
 from basht.tune._common import NewConfigs, never_suggested
 from basht.tune.base import Decision, Suggestion
+from basht.tune.ranking import Score, Scored, order
 from basht.tune.rungs import most_rungs, rung_levels, signed
 from basht.tune.samplers import Sampler
 
@@ -41,7 +42,7 @@ class _SyncBracket:
         self.to_start = n  # new configurations still to draw for rung 0
         self.queue: deque[int] = deque()  # promoted trials waiting for a worker
         self.members: set[int] = set()  # trials that owe a result at rung k
-        self.results: dict[int, tuple[float, int]] = {}
+        self.results: dict[int, tuple[Any, int]] = {}
         self.done = False
 
     def survivors(self, k: int) -> int:
@@ -54,9 +55,14 @@ class _SyncBracket:
         """A trial to resume or a configuration to draw, now."""
         return not self.done and (bool(self.queue) or self.to_start > 0)
 
-    def advance(self) -> list[int]:
-        """Close rung k: keep the best, return the trials that are out."""
-        ranked = sorted(self.results, key=lambda t: self.results[t])
+    def advance(self, tie_break: str | None = None) -> list[int]:
+        """Close rung k: keep the best, return the trials that are out. With `tie_break` the
+        results are scores, ranked as `basht.tune.ranking.order` does (infeasible ones last)."""
+        if tie_break is None:
+            ranked = sorted(self.results, key=lambda t: self.results[t])
+        else:
+            entries = [(t, score, arrival) for t, (score, arrival) in self.results.items()]
+            ranked = order(entries, tie_break)
         keep = ranked[: self.survivors(self.k)]
         if self.k == len(self.levels) - 1:
             self.done = True
@@ -86,7 +92,9 @@ class SynchronousHyperband:
         sampler: str | Sampler = "random",
         seed: int = 0,
         max_trials: int | None = None,
+        scored: Scored | None = None,
     ):
+        """`scored`: reports are scores of several objectives (`basht.tune.ranking`)."""
         check_objective(metric, mode)
         check_budgets(min_budget, max_budget, eta, bounded=True)
         check_rates("shapes", shapes)
@@ -104,7 +112,9 @@ class SynchronousHyperband:
         s_max = most_rungs(min_budget, max_budget, eta)
         self.sizes = bracket_sizes or [bracket_size(s_max, s, eta) for s in shapes]
         self.repeat = repeat
-        self.new = NewConfigs(space, sampler, seed, max_trials, mode)
+        self.scored = scored
+        n_objectives = scored.width if scored is not None else None
+        self.new = NewConfigs(space, sampler, seed, max_trials, mode, n_objectives)
         self.brackets: list[_SyncBracket] = []
         self.trial_bracket: dict[int, int] = {}
         self.configs: dict[int, dict[str, Any]] = {}
@@ -185,15 +195,18 @@ class SynchronousHyperband:
             return Suggestion(trial_id, config, budget, meta=meta)
         return None
 
-    def report(self, trial_id: int, budget: int, value: float) -> Decision:
+    def report(self, trial_id: int, budget: int, value: float | Score) -> Decision:
         try:  # inline, not `_bracket_of`: a report is the hot path, and a try costs nothing
             bracket = self.brackets[self.trial_bracket[trial_id]]
         except KeyError:
             raise never_suggested(trial_id) from None
+        if self.scored is not None:
+            value = self.scored.check(value)
         if budget < bracket.levels[bracket.k] or trial_id not in bracket.members:
             return _CONTINUE
         self.arrivals += 1
-        bracket.results[trial_id] = (signed(value, self.mode), self.arrivals)
+        cost = value if self.scored is not None else signed(value, self.mode)
+        bracket.results[trial_id] = (cost, self.arrivals)
         self.new.observe(trial_id, bracket.levels[bracket.k], value)
         top = bracket.k == len(bracket.levels) - 1
         self._maybe_advance(bracket)
@@ -201,7 +214,7 @@ class SynchronousHyperband:
 
     def _maybe_advance(self, bracket: _SyncBracket) -> None:
         while not bracket.done and bracket.members and bracket.rung_complete():
-            self.out.extend(bracket.advance())
+            self.out.extend(bracket.advance(self.scored.tie_break if self.scored else None))
             if bracket.queue:
                 self._list(bracket)
 
@@ -212,7 +225,9 @@ class SynchronousHyperband:
         bracket = self._bracket_of(trial_id)
         if trial_id in bracket.members and trial_id not in bracket.results:
             self.arrivals += 1
-            bracket.results[trial_id] = (float("inf"), self.arrivals)
+            worst = float("inf")
+            cost = (worst,) * (self.scored.width + 1) if self.scored is not None else worst
+            bracket.results[trial_id] = (cost, self.arrivals)
             self._maybe_advance(bracket)
         if trial_id in bracket.queue:
             bracket.queue.remove(trial_id)
@@ -242,6 +257,7 @@ def SHA(  # noqa: N802 - reads as the algorithm's name
     sampler: str | Sampler = "random",
     seed: int = 0,
     max_trials: int | None = None,
+    scored: Scored | None = None,
 ) -> SynchronousHyperband:
     """Synchronous successive halving: brackets of `n_configs` (default eta^K, so one reaches the
     top); more brackets follow while `max_trials` allows, one only without a trial limit."""
@@ -264,6 +280,7 @@ def SHA(  # noqa: N802 - reads as the algorithm's name
         sampler=sampler,
         seed=seed,
         max_trials=max_trials,
+        scored=scored,
     )
 
 
@@ -278,6 +295,7 @@ def Hyperband(  # noqa: N802 - reads as the algorithm's name
     sampler: str | Sampler = "random",
     seed: int = 0,
     max_trials: int | None = None,
+    scored: Scored | None = None,
 ) -> SynchronousHyperband:
     """Hyperband: brackets s = 0 (most aggressive) .. s_max (random search), repeated while
     `max_trials` allows; one band without a trial limit."""
@@ -295,4 +313,5 @@ def Hyperband(  # noqa: N802 - reads as the algorithm's name
         sampler=sampler,
         seed=seed,
         max_trials=max_trials,
+        scored=scored,
     )

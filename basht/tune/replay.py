@@ -19,7 +19,8 @@ class ReplayError(BashtError):
 
 
 def replay(algorithm: Algorithm, decisions: Iterable[Any]) -> Algorithm:
-    """Feed logged calls (objects with op, trial, budget, value, result) to a fresh algorithm."""
+    """Feed logged calls (objects with op, trial, budget, value, result, and scores where the
+    algorithm ranks several objectives) to a fresh algorithm."""
     for d in decisions:
         if d.op == "suggest":
             s = algorithm.suggest()
@@ -30,7 +31,9 @@ def replay(algorithm: Algorithm, decisions: Iterable[Any]) -> Algorithm:
                     f"{(d.trial, d.budget, d.result)}, the algorithm gives {got}"
                 )
         elif d.op == "report":
-            decision = algorithm.report(d.trial, d.budget, d.value)
+            # An algorithm of several objectives was told a score (stored beside the value).
+            told = tuple(d.scores) if getattr(d, "scores", None) is not None else d.value
+            decision = algorithm.report(d.trial, d.budget, told)
             if decision.value != d.result:
                 raise ReplayError(
                     f"decision log diverges at step {d.seq}: trial {d.trial} at budget {d.budget} "

@@ -23,6 +23,7 @@ from basht.states import ENDS_RUN, EventKind, TrialState
 from basht.store import Store
 from basht.store.writer import WriteBehind
 from basht.tune.base import Algorithm, Decision, Suggestion, better
+from basht.tune.objectives import CompletedFront, Objectives
 from basht.workloads.base import WorkloadRef
 
 log = logging.getLogger(__name__)
@@ -99,6 +100,11 @@ class _Trial:
     # When the segment under way began (driver clock) and whether it is a load or training: an
     # aborted trial's unfinished segment is timed from it, as its worker cannot say.
     segment: tuple[str, float] | None = None
+    # With several objectives: the seconds its epochs took so far, and its last report's metrics
+    # (the workload's and the measured ones).
+    time_s: float = 0.0
+    load_s: float = 0.0
+    metrics: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -115,7 +121,15 @@ class RestoredTrial:
     checkpoint: str | None
     told: int = 0
     told_decision: Decision | None = None
+    time_s: float = 0.0  # its epochs' training and validation so far
+    load_s: float = 0.0  # its loads so far
+    metrics: dict[str, Any] | None = None  # its last report's
 
+
+#: What a run measures of a trial at a report, given its number, the seconds its epochs took so
+#: far, the seconds its loads took and the epoch: the measured metrics
+#: (`basht.tune.objectives.measured_metrics`).
+Measure = Callable[[int, float, float, int], dict[str, float]]
 
 _MASK64 = (1 << 64) - 1
 
@@ -156,6 +170,8 @@ class Tuner:
         limits: Sequence[Limit] = (),
         on_update: Callable[[TunerStatus], None] | None = None,
         on_trial: Callable[[int, int, str], None] | None = None,
+        objectives: Objectives | None = None,
+        measure: Measure | None = None,
     ):
         """`on_trial(trial_id, worker, event)` hears each trial start ("start") on a worker and
         each end (its new state), e.g. to attribute energy or export live metrics.
@@ -165,7 +181,11 @@ class Tuner:
         it as `time_budget_s` does: no trial starts after, and each running trial stops at its
         next report. Once the search has ended (a limit, or `target` reached), a trial that has
         not ended `stop_grace_s` later (hung in an epoch, say) is aborted through the executor,
-        so that the run ends; None waits for every trial however long it takes."""
+        so that the run ends; None waits for every trial however long it takes.
+
+        `objectives`: the algorithm ranks scores of several objectives or under constraints
+        (`basht.tune.objectives`), made from each report's metrics and what `measure` adds; the
+        value stored and compared with `target` is the first objective's."""
         self.algorithm, self.executor, self.run_id = algorithm, executor, run_id
         self.on_trial = on_trial
         # Writes go behind the loop on a thread of their own (in order, batched); without a store
@@ -194,6 +214,9 @@ class Tuner:
         self._deferred: set[int] = set()
         self._seq = 0
         self._groups: dict[tuple[Any, Any], str] = {}  # (bracket, rung) -> its group's name
+        self.objectives, self.measure = objectives, measure
+        self._front = CompletedFront()  # several objectives: the completed trials worth keeping
+        self._best_key: tuple[float, ...] | None = None
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -352,6 +375,7 @@ class Tuner:
         if kind == _REPORT:
             self._on_report(event, trial)
         elif kind == EventKind.LOADED:
+            trial.load_s += event.load_s
             if self._logging:
                 trial.segment = ("train_s", self.clock())
                 self.store.add_trial_time(trial.row_id, load_s=event.load_s)
@@ -360,6 +384,9 @@ class Tuner:
 
     def _on_report(self, event: TrialEvent, trial: _Trial) -> None:
         """Decide, answer the worker at once, then record: the write overlaps the next epoch."""
+        if self.objectives is not None:
+            self._on_scored_report(event, trial, self.objectives)
+            return
         value = event.metrics.get(self.metric)
         epoch = event.epoch
         trial.budget = epoch
@@ -399,6 +426,51 @@ class Tuner:
                 at=event.at or now,  # when it happened, not when the writer gets to it
             )
 
+    def _on_scored_report(self, event: TrialEvent, trial: _Trial, objectives: Objectives) -> None:
+        """`_on_report` with several objectives or constraints: the algorithm is told the score
+        of the report's metrics and of what this run measured of the trial."""
+        epoch, trial_id = event.epoch, event.trial_id
+        trial.budget = epoch
+        trial.time_s += event.train_s + event.validate_s
+        metrics = dict(event.metrics)
+        if self.measure is not None:
+            metrics.update(self.measure(trial_id, trial.time_s, trial.load_s, epoch))
+        problem = objectives.missing(metrics)
+        value = None if problem is not None else float(metrics[objectives.first.metric])
+        logged = None
+        if problem is not None or value is None:
+            trial.failure = problem
+            self.executor.command(trial_id, STOP)
+        elif self.status.stop_reason is not None and not self._is_target(value):
+            trial.value, trial.metrics = value, metrics
+            self.executor.command(trial_id, STOP)
+        else:
+            trial.value, trial.metrics = value, metrics
+            if epoch > trial.told or (epoch == trial.told and trial.told_decision is None):
+                score = objectives.score(metrics)
+                decision = self.algorithm.report(trial_id, epoch, score)
+                if self._logging:
+                    logged = self._log("report", trial_id, epoch, value, decision.value, score)
+            elif epoch < trial.told:
+                decision = _CONTINUE  # the algorithm heard this before a resume
+            else:
+                decision = trial.told_decision
+            self._answer(event, trial, value, decision)
+            failpoint("report")
+        if self._logging:
+            now = self.clock()
+            trial.segment = ("train_s", now)
+            self.store.add_report(
+                trial.row_id,
+                epoch,
+                value,
+                metrics,
+                event.train_s,
+                event.validate_s,
+                decision=logged,
+                at=event.at or now,
+            )
+
     def _answer(self, event: TrialEvent, trial: _Trial, value: float, decision: Decision) -> None:
         target = self.target
         if target is not None and (value >= target if self._maximize else value <= target):
@@ -419,9 +491,21 @@ class Tuner:
     def _complete(self, trial_id: int, trial: _Trial) -> None:
         """Finish a trial; keep its final state only if it may be the best completed one."""
         assert trial.value is not None
-        keep = self.can_checkpoint and self._beats_best(trial.value)
+        keep = self.can_checkpoint and self._may_be_chosen(trial)
         path = self._checkpoint_path(trial_id, trial.budget, final=True) if keep else None
         self.executor.command(trial_id, COMPLETE, path)
+
+    def _may_be_chosen(self, trial: _Trial) -> bool:
+        """Whether the test phase may use this trial once completed: the best so far, or with
+        several objectives a trial on the completed front."""
+        if self.objectives is None or trial.metrics is None:
+            assert trial.value is not None
+            return self._beats_best(trial.value)
+        return self._front.admits(self._front_key(trial.metrics))
+
+    def _front_key(self, metrics: dict[str, Any]) -> tuple[float, ...]:
+        assert self.objectives is not None
+        return (self.objectives.violation(metrics), *self.objectives.costs(metrics))
 
     def _beats_best(self, value: float) -> bool:
         return self._best_completed is None or better(value, self._best_completed[0], self.mode)
@@ -481,6 +565,9 @@ class Tuner:
         if trial.checkpoint:
             self._delete_checkpoint(trial.checkpoint)
             trial.checkpoint = None
+        if self.objectives is not None and trial.metrics is not None:
+            self._record_scored_completion(trial_id, trial, path, at, trial.metrics)
+            return
         if better(trial.value, self.status.best_value, self.mode):
             self.status.best_value, self.status.best_trial = trial.value, trial_id
             self.status.best_config = trial.config
@@ -499,6 +586,29 @@ class Tuner:
                 )
         elif path and self.checkpoint_dir is not None:
             # Another trial completed better while this one was saving: its state is not needed.
+            self.executor.discard_checkpoint(path)
+
+    def _record_scored_completion(
+        self, trial_id: int, trial: _Trial, path: str | None, at: float, metrics: dict[str, Any]
+    ) -> None:
+        """The best so far by the choice rule's order; the final states of the completed front
+        kept (the test phase picks among them), those it no longer holds deleted."""
+        assert self.objectives is not None and trial.value is not None
+        key = self.objectives.choice_key(metrics)
+        if self._best_key is None or key < self._best_key:
+            self._best_key = key
+            self.status.best_value, self.status.best_trial = trial.value, trial_id
+            self.status.best_config = trial.config
+        kept, dropped = self._front.add(trial_id, self._front_key(metrics))
+        for other in dropped:
+            old = self.trials[other]
+            if old.final_checkpoint:
+                self._delete_checkpoint(old.final_checkpoint)
+                old.final_checkpoint = None
+        if kept and path:
+            trial.final_checkpoint = path
+            self.store.add_checkpoint(trial.row_id, trial.budget, path, "final", _size(path), at=at)
+        elif path and self.checkpoint_dir is not None:
             self.executor.discard_checkpoint(path)
 
     def _is_target(self, value: float) -> bool:
@@ -571,8 +681,10 @@ class Tuner:
         budget: int | None = None,
         value: float | None = None,
         result: str | None = None,
+        scores: tuple[float, ...] | None = None,
     ) -> dict[str, Any] | None:
-        """The decision-log row for one algorithm call (None when nothing is stored)."""
+        """The decision-log row for one algorithm call (None when nothing is stored); `scores`
+        is what an algorithm of several objectives was told."""
         if not self._logging:
             return None
         self._seq += 1
@@ -583,6 +695,7 @@ class Tuner:
             "trial": trial_id,
             "budget": budget,
             "value": value,
+            "scores": list(scores) if scores is not None else None,
             "result": result,
         }
 
@@ -632,9 +745,15 @@ class Tuner:
                 state=state,
                 told=r.told,
                 told_decision=r.told_decision,
+                time_s=r.time_s,
+                load_s=r.load_s,
+                metrics=r.metrics,
             )
             self.trials[r.number] = trial
-            if r.state == TrialState.COMPLETED and r.value is not None:
+            scored = self.objectives is not None and r.metrics is not None
+            if scored and r.state == TrialState.COMPLETED and r.value is not None:
+                self._restore_scored_best(r.number, trial, checkpoint)
+            elif r.state == TrialState.COMPLETED and r.value is not None:
                 if better(r.value, self.status.best_value, self.mode):
                     self.status.best_value, self.status.best_trial = r.value, r.number
                     self.status.best_config = trial.config
@@ -644,6 +763,22 @@ class Tuner:
             if r.state in (TrialState.ABORTED, TrialState.RUNNING, TrialState.PENDING):
                 self._restarts.append(r.number)
             self.status.counts[trial.state] += 1
+
+    def _restore_scored_best(self, number: int, trial: _Trial, checkpoint: str | None) -> None:
+        assert self.objectives is not None and trial.metrics is not None
+        key = self.objectives.choice_key(trial.metrics)
+        if self._best_key is None or key < self._best_key:
+            self._best_key = key
+            self.status.best_value, self.status.best_trial = trial.value, number
+            self.status.best_config = trial.config
+        kept, dropped = self._front.add(number, self._front_key(trial.metrics))
+        for other in dropped:
+            old = self.trials[other]
+            if old.final_checkpoint:
+                self._delete_checkpoint(old.final_checkpoint)
+                old.final_checkpoint = None
+        if kept:
+            trial.final_checkpoint = checkpoint
 
     def _restart(self, trial_id: int) -> None:
         trial = self.trials[trial_id]

@@ -13,6 +13,7 @@ BUILTIN: dict[str, str] = {
     "digits-sgd": "basht.workloads.digits:DigitsSGD",
     "mnist-mlp": "basht.workloads.mnist:MnistMLP",
     "sleep": "basht.workloads.synthetic:Sleep",
+    "lcbench": "basht.workloads.lcbench:LCBench",  # YAHPO Gym's surrogate (onnxruntime)
     "command": "basht.workloads.command:CommandWorkload",  # `workload: {command: ...}`
     # Training code from outside: each framework's ready workload (basht.integrations).
     "lightning": "basht.integrations.lightning:LightningWorkload",
