@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from basht.energy.monitor import J_PER_KWH
+from basht.report.front import objectives_summary
 from basht.report.plan import cluster_summary
 from basht.report.runstats import energy_by_node, restarts
 from basht.store import Store
@@ -95,6 +96,8 @@ def build_summary(store: Store, run_id: str) -> dict[str, Any]:
             "cluster": cluster_summary(store, run.id, experiment.spec),
             # A run on a Ray cluster: the nodes OC bills, each for its time in the job.
             "ray_nodes": ray_nodes_summary(store, run.id, experiment.spec),
+            # Several objectives: the Pareto front, its hypervolume, the trial tested.
+            "objectives": objectives_summary(store, run.id, experiment.spec, run.best_trial),
         }
     )
 
