@@ -255,9 +255,10 @@ class ChooseSpec(_Strict):
 class SearchSpec(_Strict):
     """How configurations are proposed (the sampler), stopped early (the pruner) and ranked."""
 
-    sampler: Literal["random", "grid", "tpe"] = "random"
-    """Where new configurations come from: `random`, `grid`, or `tpe` (Optuna's TPE; systems
-    native and optuna)."""
+    sampler: Literal["random", "grid", "tpe", "nsga2"] = "random"
+    """Where new configurations come from: `random`, `grid`, `tpe` (Optuna's TPE; systems
+    native and optuna; with several objectives its multi-objective TPE), or `nsga2` (Optuna's
+    NSGA-II, with several objectives)."""
     pruner: Literal["none", "sha", "asha", "hyperband", "async-hyperband"] = "none"
     """The algorithm: `none` trains every trial to `max_budget`; the others stop or pause weak
     trials at rungs `min_budget · eta^k`."""
@@ -343,6 +344,8 @@ class SearchSpec(_Strict):
                     f"{', '.join(MEASURED_METRICS)})",
                 )
         n = len(names)
+        if self.sampler == "nsga2" and not self.is_multi:
+            raise _at("sampler", "nsga2 is for several objectives (give `objectives`)")
         if self.objectives is None and (self.scalarize or not isinstance(self.choose, str)):
             key = "scalarize" if self.scalarize else "choose"
             raise _at(key, "applies with several `objectives`")
@@ -794,6 +797,13 @@ def peer_limit(experiment: Experiment, system: str) -> tuple[str, str] | None:
         return (
             "resources.accelerator",
             f"gpu runs with system: native; system: {system} trains its trials on CPU here",
+        )
+    if experiment.search.is_multi:
+        key = "search.objectives" if experiment.search.objectives else "search.constraints"
+        return (
+            key,
+            f"several objectives and constraints run with system: native (system: {system} "
+            "would be told one number per trial)",
         )
     if experiment.engine.scheduler != "fifo":
         return (

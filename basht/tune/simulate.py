@@ -17,6 +17,7 @@ from basht.experiment import Experiment, SearchSpec
 from basht.states import TrialState
 from basht.tune.base import Algorithm
 from basht.tune.factory import describe, make_algorithm
+from basht.tune.objectives import Objectives, Spent, measured_metrics
 from basht.tune.tuner import Tuner
 from basht.workloads.base import WorkloadRef
 
@@ -40,6 +41,8 @@ class SimulationResult:
     stop_reason: str | None = None
     counts: dict[str, int] = field(default_factory=dict)
     wall_s: float = 0.0
+    # With objectives: each completed trial's time and metrics (its last report's), in order.
+    completed: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
 
 
 def simulate(
@@ -53,11 +56,15 @@ def simulate(
     load_s: float = 0.0,
     straggler_p: float = 0.0,
     straggler_factor: float = 4.0,
+    objectives: Objectives | None = None,
+    max_budget: int | None = None,
 ) -> SimulationResult:
     """Run `algorithm` to its end (or `max_time_s` virtual seconds, or `target`), keeping nothing.
 
     The executor reports the algorithm's metric; a curve with a `mode` must agree with the
-    algorithm's, or every comparison would run the wrong way.
+    algorithm's, or every comparison would run the wrong way. With `objectives` (an algorithm
+    built `scored`) the measured metric a simulation has is the time: `train_time_s`, projected
+    to `max_budget`, and `train_time_s_spent`, on the virtual clock.
     """
     curve_mode = getattr(curve, "mode", None)
     if curve_mode is not None and curve_mode != algorithm.mode:
@@ -75,11 +82,18 @@ def simulate(
         trace_best=algorithm.mode,
     )
     first_completed: list[float] = []
+    completed: list[tuple[float, int]] = []
 
     def on_trial(trial_id: int, worker: int, event: str) -> None:
         if event == TrialState.COMPLETED:
             first_completed.append(executor.now())
-            tuner.on_trial = None  # heard: the rest of the run pays no call per trial event
+            if objectives is None:
+                tuner.on_trial = None  # heard: the rest of the run pays no call per trial event
+            else:
+                completed.append((executor.now(), trial_id))
+
+    def measure(trial_id: int, time_s: float, load_s: float, epoch: int) -> dict[str, float]:
+        return measured_metrics(Spent(time_s), epoch, max_budget, None)
 
     tuner = Tuner(
         algorithm,
@@ -91,6 +105,8 @@ def simulate(
         target=target,
         time_budget_s=max_time_s,
         on_trial=on_trial,
+        objectives=objectives,
+        measure=measure if objectives is not None else None,
     )
     started = time.perf_counter()
     # The run keeps millions of small objects alive and makes no reference cycles; the cyclic
@@ -117,6 +133,7 @@ def simulate(
         stop_reason=status.stop_reason,
         counts={k: v for k, v in status.counts.items() if v},
         wall_s=wall_s,
+        completed=[(at, tuner.trials[n].metrics or {}) for at, n in completed],
     )
 
 
