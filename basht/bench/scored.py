@@ -18,6 +18,9 @@ from basht.tune.objectives import ENERGY_METRICS, Objectives, Spent, measured_me
 if TYPE_CHECKING:
     from basht.bench.lifecycle import RunContext
 
+#: The measured metrics that need the instance's price (`measured_metrics` adds them only then).
+COST_METRICS = frozenset({"train_cost_usd", "train_cost_usd_spent"})
+
 
 def objectives_of(experiment: Experiment) -> Objectives | None:
     """The run's objectives when its algorithm ranks scores; None for one metric alone."""
@@ -28,8 +31,8 @@ def objectives_of(experiment: Experiment) -> Objectives | None:
 class TrialMeter:
     """What a report of trial n adds: its time, energy, carbon and cost, spent and projected.
 
-    Energy and carbon are what the node's monitor booked to the trial, times the share of the
-    trial's time its epochs took (training and validation, not loading): a trial that happened
+    Energy and carbon are what the node's monitor booked to the trial, each stretch between two
+    reports times the share of it its epochs took (training and validation, not loading): a trial that happened
     to load first on a fresh worker is not charged for the import, and a trial's load is not
     timed apart from its first epoch finely enough to subtract it (a report and the load before
     it often reach the driver together). The source is the run's `measurement.energy_sources`
@@ -50,15 +53,36 @@ class TrialMeter:
             if price.usd_per_hour > 0
             else None
         )
+        if wanted & COST_METRICS and self.usd_per_s is None:
+            names = ", ".join(sorted(wanted & COST_METRICS))
+            raise BashtError(
+                f"search: {names} needs a price for the resources (measure.price, or a plan's), "
+                "which is 0 here"
+            )
         self.max_budget = exp.search.max_budget
+        # Per trial at its last report: booked energy and carbon, epoch and load seconds, and
+        # the energy and carbon its epochs spent.
+        self._last: dict[int, tuple[float, float, float, float, float, float]] = {}
 
     def __call__(self, trial_id: int, time_s: float, load_s: float, epoch: int) -> dict[str, float]:
         spent = Spent(time_s)
         if self.monitor is not None:
-            energy, carbon = self.monitor.booked(trial_id)
-            share = time_s / (time_s + load_s) if time_s + load_s > 0 else 1.0
-            spent.energy_j, spent.carbon_g = energy * share, carbon * share
+            spent.energy_j, spent.carbon_g = self._epochs_part(trial_id, time_s, load_s)
         return measured_metrics(spent, epoch, self.max_budget, self.usd_per_s)
+
+    def _epochs_part(self, trial_id: int, time_s: float, load_s: float) -> tuple[float, float]:
+        """The energy and emissions of the trial's epochs: what was booked to it since its last
+        report, times the part of the time since then that its epochs took; added up, so that
+        a resumed segment's load never makes it fall."""
+        assert self.monitor is not None
+        energy, carbon = self.monitor.booked(trial_id)
+        last = self._last.get(trial_id, (0.0, 0.0, 0.0, 0.0, 0.0, 0.0))
+        d_time, d_load = time_s - last[2], load_s - last[3]
+        share = d_time / (d_time + d_load) if d_time + d_load > 0 else 1.0
+        spent_energy = last[4] + max(0.0, energy - last[0]) * share
+        spent_carbon = last[5] + max(0.0, carbon - last[1]) * share
+        self._last[trial_id] = (energy, carbon, time_s, load_s, spent_energy, spent_carbon)
+        return spent_energy, spent_carbon
 
 
 def last_metrics(store: Store, run_id: str) -> dict[int, tuple[float, dict[str, Any]]]:

@@ -15,10 +15,11 @@ from rich.table import Table
 from rich.text import Text
 
 from basht.report.comparison import Comparison
-from basht.report.console import fmt
+from basht.report.console import energy_source, fmt
 from basht.report.results import build_summary
 from basht.report.runstats import time_to_target
 from basht.store import Store
+from basht.tune.pareto import hypervolume
 
 PHASES = ("deploy", "setup", "run", "collect_results", "test", "collect_metrics", "undeploy")
 #: The seed's Table 2, then the totals it is built from, in this order.
@@ -106,6 +107,7 @@ def compare_rows(store: Store, comparison: Comparison) -> list[Row]:
         add(f"test {name}", "result", lambda s, n=name: s["test_metrics"].get(n))
     if comparison.target is not None:
         rows.append(_time_to_target(store, comparison.target, metric, mode, by_system))
+    rows += objective_rows(by_system)
 
     states = sorted({k for runs in by_system.values() for s in runs for k in s["trial_counts"]})
     add("trials", "trials", lambda s: float(sum(s["trial_counts"].values())))
@@ -149,6 +151,84 @@ def _time_to_target(
         elif len(row.values[system]) < len(runs):
             row.text[system] = f"{row.cell(system)}, {len(row.values[system])}/{len(runs)} reached"
     return row
+
+
+def objective_rows(by_column: dict[str, list[dict[str, Any]]]) -> list[Row]:
+    """Runs of several objectives: the front's size, its hypervolume, and the energy the
+    trials spent to reach it, so the table says which system spent what for which front.
+
+    A run's own hypervolume is measured from its own reference point (the worst of its own
+    trials), so two runs' are not comparable; here every run's front is measured from one
+    point, each objective's worst among the runs' reference points, which the label states.
+    """
+    runs = [s["objectives"] for r in by_column.values() for s in r if s.get("objectives")]
+    if not runs:
+        return []
+    kinds = {tuple((o["metric"], o["mode"]) for o in run["objectives"]) for run in runs}
+    common = _common_reference(next(iter(kinds)), runs) if len(kinds) == 1 else None
+    if len(kinds) > 1:
+        label = "hypervolume (each run's own reference point: the objectives differ)"
+    elif common is None:
+        label = "hypervolume (no run completed a trial)"
+    else:
+        at = ", ".join(f"{metric} {fmt(value)}" for metric, value in common.items())
+        own = {tuple(sorted(run["reference"].items())) for run in runs if run["reference"]}
+        whose = "the runs' own" if len(own) == 1 else "the worst of the runs', for all"
+        label = f"hypervolume (reference point {at}: {whose})"
+    size = Row("Pareto front (trials)", section="objectives")
+    volume = Row(label, section="objectives")
+    spent = Row(_spent_label(by_column), section="objectives")
+    for column, summaries_ in by_column.items():
+        for summary in summaries_:
+            objectives = summary.get("objectives")
+            if not objectives:
+                continue
+            size.values.setdefault(column, []).append(float(len(objectives["front"])))
+            value = (
+                objectives["hypervolume"] if common is None else _front_volume(objectives, common)
+            )
+            volume.values.setdefault(column, []).append(value)
+            energies = [
+                t["energy_kwh"] for t in objectives["trials"] if t.get("energy_kwh") is not None
+            ]
+            if energies:
+                spent.values.setdefault(column, []).append(sum(energies))
+    return [row for row in (size, volume, spent) if row.values]
+
+
+def _common_reference(
+    kind: tuple[tuple[str, str], ...], runs: list[dict[str, Any]]
+) -> dict[str, float] | None:
+    """Each objective's worst value among the runs' reference points (None: no run has one)."""
+    references = [o["reference"] for o in runs if o.get("reference")]
+    if not references:
+        return None
+    worst = {}
+    for metric, mode in kind:
+        values = [r[metric] for r in references]
+        worst[metric] = min(values) if mode == "max" else max(values)
+    return worst
+
+
+def _front_volume(objectives: dict[str, Any], reference: dict[str, float]) -> float:
+    """The hypervolume of a run's front from `reference`, the objectives signed to minimise."""
+    signs = {o["metric"]: -1.0 if o["mode"] == "max" else 1.0 for o in objectives["objectives"]}
+    costs = [[signs[m] * p["values"][m] for m in signs] for p in objectives["front"]]
+    if not costs:
+        return 0.0
+    return hypervolume(costs, [signs[m] * reference[m] for m in signs])
+
+
+def _spent_label(by_column: dict[str, list[dict[str, Any]]]) -> str:
+    sources = list(
+        dict.fromkeys(
+            energy_source(s) or "source unknown"
+            for r in by_column.values()
+            for s in r
+            if s.get("objectives")
+        )
+    )
+    return f"energy spent by trials (kWh, {', '.join(sources)}; Σ train_energy_kwh_spent)"
 
 
 #: Keys of a stored experiment that differ between compared files by construction.

@@ -74,7 +74,10 @@ def result_tables(summary: dict[str, Any]) -> Group:
     metrics.add_column("source")
     for name, m in summary["metrics"].items():
         metrics.add_row(name, _fmt(m["value"]), m["unit"], m["source"] or "")
-    parts: list[Any] = [head, phases]
+    parts: list[Any] = [head]
+    if summary.get("objectives"):
+        parts.append(front_table(summary))
+    parts.append(phases)
     if summary.get("cluster"):
         parts.append(cluster_tables(summary["cluster"]))
     if summary.get("ray_nodes"):
@@ -84,6 +87,156 @@ def result_tables(summary: dict[str, Any]) -> Group:
     if summary.get("energy"):
         parts.append(energy_table(summary["energy"]))
     return Group(*parts)
+
+
+# -- several objectives: the Pareto front --------------------------------------------------------
+
+#: The unit of each metric Basht measures (a `_spent` one has its projection's unit).
+_MEASURED_UNITS = {
+    "train_energy_kwh": "kWh",
+    "train_carbon_g": "gCO2eq",
+    "train_cost_usd": "USD",
+    "train_time_s": "s",
+}
+#: Measured metrics whose numbers come from the energy monitor, so carry its source.
+_ENERGY_MEASURED = ("train_energy_kwh", "train_carbon_g")
+#: A configuration is summed up in at most this many characters (results.json has it whole).
+_CONFIG_CHARS = 72
+
+
+def energy_source(summary: dict[str, Any]) -> str | None:
+    """The run's energy sources as one label (`estimate`, `rapl+nvml`), or None if unrecorded."""
+    sources = (summary.get("measurement") or {}).get("energy_sources") or []
+    return "+".join(sources) or None
+
+
+def objective_label(metric: str, mode: str | None, source: str | None) -> str:
+    """An objective as tables and plots name it: its metric, its direction, and for a metric
+    Basht measures its unit and, for energy and carbon, where the energy figure came from
+    (an estimate is never shown as if measured): `train_energy_kwh (min; kWh, estimate)`."""
+    base = metric.removesuffix("_spent")
+    about = [_MEASURED_UNITS[base]] if base in _MEASURED_UNITS else []
+    if base in _ENERGY_MEASURED:
+        about.append(source or "source unknown")
+    inner = "; ".join(x for x in (mode, ", ".join(about)) if x)
+    return f"{metric} ({inner})" if inner else metric
+
+
+def objective_labels(summary: dict[str, Any]) -> list[str]:
+    source = energy_source(summary)
+    return [
+        objective_label(o["metric"], o["mode"], source) for o in summary["objectives"]["objectives"]
+    ]
+
+
+def short_config(config: dict[str, Any] | None, limit: int = _CONFIG_CHARS) -> str:
+    """`lr=0.0238, hidden=71, optimizer=adam`: 3 significant digits, cut at `limit` chars."""
+    if not config:
+        return "-"
+    text = ", ".join(f"{k}={fmt(v, 3)}" for k, v in config.items())
+    return text if len(text) <= limit else text[: limit - 1].rstrip(", ") + "…"
+
+
+def front_columns(summary: dict[str, Any]) -> tuple[str, ...]:
+    return ("trial", *objective_labels(summary), "config")
+
+
+def front_rows(
+    objectives: dict[str, Any], config_chars: int = _CONFIG_CHARS
+) -> list[tuple[str, ...]]:
+    """The front's trials, best in the first objective first (so the rows read along the
+    trade-off), the tested one said so."""
+    names = [o["metric"] for o in objectives["objectives"]]
+    first = objectives["objectives"][0]
+    sign = -1.0 if first["mode"] == "max" else 1.0
+    ordered = sorted(objectives["front"], key=lambda p: (sign * p["values"][names[0]], p["trial"]))
+    return [
+        (
+            f"{p['trial']} (tested)" if p["trial"] == objectives["chosen"] else str(p["trial"]),
+            *(fmt(p["values"][n]) for n in names),
+            short_config(p["config"], config_chars),
+        )
+        for p in ordered
+    ]
+
+
+def _rule(objectives: dict[str, Any]) -> str:
+    """The `choose` rule in words."""
+    choose = objectives.get("choose") or "first"
+    if isinstance(choose, dict):
+        weights = ", ".join(fmt(w) for w in choose.get("weights") or [])
+        return (
+            f"choose: weights [{weights}] (the smallest weighted sum of the objectives, each "
+            "normalised over the feasible completed trials)"
+        )
+    if objectives.get("scalarize"):
+        return "choose: first (the lowest scalarised cost among the feasible completed trials)"
+    first = objectives["objectives"][0]["metric"]
+    return f"choose: first (the best {first} among the feasible completed trials)"
+
+
+def hypervolume_line(objectives: dict[str, Any]) -> str:
+    """The front's hypervolume and the point it is measured from."""
+    reference = objectives.get("reference")
+    if not reference:
+        return "hypervolume 0: no completed trial to measure a front from"
+    at = ", ".join(f"{name} {fmt(value)}" for name, value in reference.items())
+    return (
+        f"hypervolume {fmt(objectives['hypervolume'])}, from the reference point {at} "
+        "(each objective's worst value among the completed trials, 10 % of their range further)"
+    )
+
+
+def front_notes(summary: dict[str, Any]) -> list[str]:
+    """What the front table's caption says: its hypervolume and reference point, the trial
+    tested and by which rule, and the constraints kept."""
+    objectives = summary["objectives"]
+    chosen = objectives.get("chosen")
+    on_front = any(p["trial"] == chosen for p in objectives["front"])
+    if chosen is None:
+        tested = "no trial was tested"
+    else:
+        tested = f"tested: trial {chosen}, by the rule {_rule(objectives)}"
+        if not on_front:
+            tested += "; not on the front, as no completed trial kept the constraints"
+    notes = [hypervolume_line(objectives), tested]
+    bounds = [
+        " and ".join(
+            f"{c['metric']} {op} {fmt(c[key])}"
+            for key, op in (("min", "≥"), ("max", "≤"))
+            if c.get(key) is not None
+        )
+        for c in objectives.get("constraints") or []
+    ]
+    if bounds:
+        notes.append(f"constraints: {'; '.join(bounds)}")
+    return notes
+
+
+def front_table(summary: dict[str, Any]) -> Table:
+    """The Pareto front of a run of several objectives, with its hypervolume below."""
+    objectives = summary["objectives"]
+    rows = front_rows(objectives)
+    empty = "" if rows else " (empty: no completed trial kept the constraints)"
+    table = Table(
+        title=f"Pareto front{empty}",
+        title_justify="left",
+        caption=Text("\n".join(front_notes(summary))),  # Text: a metric may hold "[/x]"
+        caption_justify="left",
+    )
+    *numbers, config = front_columns(summary)
+    for i, column in enumerate(numbers):
+        # Headings as Text, not markup (a metric may hold "[/x]"); a heading may wrap, a number
+        # never does (nor is it squeezed out by the config).
+        widest = max((len(row[i]) for row in rows), default=1)
+        table.add_column(Text(column), justify="right", min_width=min(max(widest, 6), 14))
+    # One line a trial, in what room is left: the configuration is a reminder of the trial
+    # (results.json has it whole).
+    table.add_column(Text(config), min_width=10)
+    for *values, described in rows:
+        cut = Text(described, no_wrap=True, overflow="ellipsis")
+        table.add_row(*(Text(cell) for cell in values), cut)
+    return table
 
 
 #: Reasons shown at most; results.json keeps every trial's.

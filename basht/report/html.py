@@ -22,10 +22,16 @@ from basht.report.console import (
     RAY_NODE_COLUMNS,
     describe_workload,
     energy_rows,
+    energy_source,
     fmt,
+    front_columns,
+    front_notes,
+    front_rows,
+    objective_labels,
     ray_node_rows,
     trial_errors,
 )
+from basht.report.front_plots import FRONT_PLOTS
 from basht.report.paths import check_writable
 from basht.report.plan import (
     CLUSTER_TOTAL_COLUMNS,
@@ -44,6 +50,7 @@ _CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto;
        max-width: 1100px; color: #222; padding: 0 1rem; }
 h1 { font-size: 1.5rem; margin-bottom: .2rem; } h2 { font-size: 1.2rem; margin-top: 2rem; }
+h3 { font-size: 1rem; margin-bottom: .2rem; }
 .meta { color: #666; margin-top: 0; }
 table { border-collapse: collapse; margin: .5rem 0 1rem; }
 th, td { padding: .25rem .7rem; border-bottom: 1px solid #e3e3e3; text-align: left;
@@ -164,9 +171,12 @@ def run_sections(summary: dict[str, Any], plots: dict[str, Path] | None) -> list
         (name, fmt(m["value"]), m["unit"], m["source"] or "")
         for name, m in summary["metrics"].items()
     ]
+    front = None if plots is None else {k: p for k, p in plots.items() if k in FRONT_PLOTS}
+    others = None if plots is None else {k: p for k, p in plots.items() if k not in FRONT_PLOTS}
     return [
         "<h2>Result</h2>",
         _table(("", ""), head, numeric_from=2),
+        *objectives_section(summary, front),
         "<h2>Phases</h2>",
         _table(("phase", "duration (s)", *["ended"] * aborted), phases, numeric_to=2),
         *_cluster_sections(summary),
@@ -175,8 +185,75 @@ def run_sections(summary: dict[str, Any], plots: dict[str, Path] | None) -> list
         "<h2>Energy by node</h2>",
         _table(ENERGY_COLUMNS, energy_rows(summary.get("energy", [])), numeric_from=3),
         "<h2>Plots</h2>",
-        _plots_or_note(plots, _CAPTIONS, summary["run_id"]),
+        _plots_or_note(others, _CAPTIONS, summary["run_id"]),
     ]
+
+
+def objectives_section(summary: dict[str, Any], plots: dict[str, Path] | None) -> list[str]:
+    """A run of several objectives: its trials against the first two with the Pareto front, the
+    front's table with its hypervolume, and the hypervolume as energy (or time) was spent.
+    Nothing for a run of one metric alone."""
+    objectives = summary.get("objectives")
+    if not objectives:
+        return []
+    labels = objective_labels(summary)
+    count = len(labels)
+    plots = plots or {}
+    out = [
+        "<h2>Objectives</h2>",
+        f"<p>{_e(count)} objective{'s' * (count != 1)}: {_e('; '.join(labels))}.</p>",
+    ]
+    if "pareto" in plots:
+        out.append(_image(plots["pareto"], "Pareto front", _pareto_caption(labels)))
+    rows = front_rows(objectives, config_chars=160)  # a page has room for more of it
+    out.append("<h3>Pareto front</h3>")
+    if rows:
+        out.append(_table(front_columns(summary), rows, numeric_from=0, numeric_to=count + 1))
+    else:
+        out.append("<p>Empty: no completed trial kept the constraints.</p>")
+    out += [f"<p>{_e(note[:1].upper() + note[1:])}.</p>" for note in front_notes(summary)]
+    if "front_over_time" in plots:
+        over = objectives.get("over_time") or []
+        by_energy = bool(over) and all(o.get("energy_kwh") is not None for o in over)
+        spent = (
+            f"the energy all trials had spent by then (kWh, "
+            f"{energy_source(summary) or 'source unknown'}); a flat stretch is energy that "
+            "did not improve the front"
+            if by_energy
+            else "seconds since the first report (no energy was measured)"
+        )
+        caption = (
+            "The front's hypervolume after each feasible trial completed (from the run's final "
+            f"reference point, so it only rises), against {spent}."
+        )
+        out.append(_image(plots["front_over_time"], "hypervolume over time", caption))
+    return out
+
+
+def _pareto_caption(labels: list[str]) -> str:
+    if len(labels) == 1:
+        return (
+            f"Every trial that reported {labels[0]}, by trial number: blue, the best feasible "
+            "completed trial; grey, the others (hollow: stopped early, at the last rung they "
+            "reached); red crosses, trials that broke a constraint; the star, the trial tested."
+        )
+    caption = (
+        f"Every trial that reported all objectives, on {labels[0]} and {labels[1]}. Blue: the "
+        "Pareto front of the feasible completed trials, joined by its steps; grey: dominated "
+        "trials (hollow: stopped early, their values those of the last rung they reached, a "
+        "measured cost projected to the full budget); red crosses: trials that broke a "
+        "constraint; the star: the trial tested; dashed red: a constraint's bound."
+    )
+    if len(labels) == 2:
+        return caption + (
+            " The shaded region is what the front dominates up to the reference point (the "
+            "square): its area is the hypervolume."
+        )
+    return caption + (
+        f" The run has {len(labels)} objectives and this plots the first two: a front trial "
+        "may look dominated here by one that is worse in an objective not shown, and no "
+        f"region is shaded, as the hypervolume is over all {len(labels)}."
+    )
 
 
 def _cluster_sections(summary: dict[str, Any]) -> list[str]:

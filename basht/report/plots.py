@@ -1,7 +1,8 @@
 """Plots of a run or a comparison, drawn from the store with matplotlib (Agg) and saved as PNG.
 
 Per run: the best value so far against time, the trials on their workers over time, the energy
-of each trial by its state, and the phase latencies. Per comparison: the same curves and bars
+of each trial by its state, and the phase latencies (and for a run of several objectives its
+Pareto front, drawn by `basht.report.front_plots`). Per comparison: the same curves and bars
 with one line or bar per system. Needs the `plots` extra (matplotlib).
 
 The figures are drawn from plain data, and importing this module imports neither matplotlib nor
@@ -292,7 +293,8 @@ def _best_so_far(store: Store, system: str, run_id: str, mode: str) -> Curve:
 
 
 def write_run_plots(store: Store, run_id: str, folder: Path | None = None) -> dict[str, Path]:
-    """The four plots of one run, into `folder` (default: the run's results folder)."""
+    """The four plots of one run (six with several objectives: `pareto` and `front_over_time`
+    too), into `folder` (default: the run's results folder)."""
     return {name: job.draw() for name, job in run_plot_jobs(store, run_id, folder).items()}
 
 
@@ -306,7 +308,7 @@ class PlotJob:
 
 
 def run_plot_jobs(store: Store, run_id: str, folder: Path | None = None) -> dict[str, PlotJob]:
-    """The four plots of one run (see `write_run_plots`), read but not yet drawn."""
+    """The plots of one run (see `write_run_plots`), read but not yet drawn."""
     from basht.report import runstats
     from basht.report.timeline import segments
 
@@ -322,7 +324,7 @@ def run_plot_jobs(store: Store, run_id: str, folder: Path | None = None) -> dict
     paths = {
         name: folder / f"{name}.png" for name in ("best_so_far", "timeline", "energy", "phases")
     }
-    return {
+    jobs = {
         "best_so_far": PlotJob(
             paths["best_so_far"],
             partial(
@@ -372,6 +374,16 @@ def run_plot_jobs(store: Store, run_id: str, folder: Path | None = None) -> dict
             ),
         ),
     }
+    # A run of several objectives: its Pareto front and the front's hypervolume over time too.
+    from basht.report.front import objectives_summary
+
+    objectives = objectives_summary(store, run.id, spec, run.best_trial)
+    if objectives is not None:
+        from basht.report.front_plots import front_plot_jobs
+
+        seen = {"objectives": objectives, "measurement": run.measurement or {}}
+        jobs |= front_plot_jobs(seen, folder, label)
+    return jobs
 
 
 def write_comparison_plots(

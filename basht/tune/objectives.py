@@ -138,24 +138,35 @@ class Objectives:
 
     def choose(self, trials: Mapping[int, Mapping[str, float]]) -> int | None:
         """The trial the test phase uses among `trials` (completed, by number): the rule of the
-        experiment file, always a trial on the feasible front."""
+        experiment file among the trials `CompletedFront` keeps the final state of, those on the
+        feasible front (or, while none is feasible, the least infeasible ones). A rule alone
+        could pick another: Zeus's cost a dominated trial, weights a dominated one on a tie."""
         if not trials:
             return None
         numbers = sorted(trials)
-        feasible = [n for n in numbers if self.violation(trials[n]) == 0] or numbers
+        feasible = [n for n in numbers if self.violation(trials[n]) == 0]
+        if feasible:
+            front = pareto_front([self.costs(trials[n]) for n in feasible])
+            candidates = [feasible[i] for i in front]
+        else:
+            least = min(self.violation(trials[n]) for n in numbers)
+            candidates = [n for n in numbers if self.violation(trials[n]) == least]
         if self.choose_weights is None:
-            return min(feasible, key=lambda n: (self.choice_key(trials[n]), n))
-        costs = [self.costs(trials[n]) for n in feasible]
+            return min(candidates, key=lambda n: (self.choice_key(trials[n]), n))
+        # Normalised over the feasible trials (every trial while none is).
+        costs = [self.costs(trials[n]) for n in feasible or numbers]
         low = [min(c[i] for c in costs) for i in range(len(self.objectives))]
         high = [max(c[i] for c in costs) for i in range(len(self.objectives))]
 
-        def weighted(c: Sequence[float]) -> float:
+        def weighted(n: int) -> float:
             return math.fsum(
                 w * ((v - lo) / (hi - lo) if hi > lo else 0.0)
-                for w, v, lo, hi in zip(self.choose_weights or (), c, low, high, strict=True)
+                for w, v, lo, hi in zip(
+                    self.choose_weights or (), self.costs(trials[n]), low, high, strict=True
+                )
             )
 
-        return min(zip(feasible, costs, strict=True), key=lambda nc: (weighted(nc[1]), nc[0]))[0]
+        return min(candidates, key=lambda n: (weighted(n), n))
 
 
 def front_summary(
@@ -181,7 +192,8 @@ def front_summary(
 
 class CompletedFront:
     """The completed trials the test phase may still choose: the feasible non-dominated ones
-    (keys are (violation, costs...)), or while none is feasible the least infeasible one."""
+    (keys are (violation, costs...)), or while none is feasible the least infeasible ones (all
+    of them on a tie: a discrete metric, such as an accuracy under a floor, ties often)."""
 
     def __init__(self) -> None:
         self.members: dict[int, tuple[float, ...]] = {}
@@ -189,7 +201,7 @@ class CompletedFront:
     def admits(self, key: Sequence[float]) -> bool:
         violation, costs = key[0], tuple(key[1:])
         if violation > 0:
-            return all(m[0] > violation for m in self.members.values())
+            return all(m[0] >= violation for m in self.members.values())
         return not any(m[0] == 0 and dominates(m[1:], costs) for m in self.members.values())
 
     def add(self, trial_id: int, key: Sequence[float]) -> tuple[bool, list[int]]:
@@ -198,7 +210,7 @@ class CompletedFront:
         if not self.admits(key):
             return False, []
         if key[0] > 0:
-            dropped = list(self.members)
+            dropped = [n for n, m in self.members.items() if m[0] > key[0]]
         else:
             dropped = [n for n, m in self.members.items() if m[0] > 0 or dominates(key[1:], m[1:])]
         for n in dropped:

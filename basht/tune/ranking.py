@@ -48,13 +48,16 @@ class Scored:
         return tuple(float(v) for v in score)
 
 
-def order(entries: Sequence[tuple[int, Score, int]], tie_break: str = "eps-net") -> list[int]:
-    """Trial ids best first, from (trial, score, arrival) entries."""
+def order(
+    entries: Sequence[tuple[int, Score, int]], tie_break: str = "eps-net", limit: int | None = None
+) -> list[int]:
+    """Trial ids best first, from (trial, score, arrival) entries (only the best `limit`)."""
     by_arrival = sorted(entries, key=lambda e: (e[2], e[0]))
     feasible = [e for e in by_arrival if e[1][0] == 0]
     infeasible = sorted((e for e in by_arrival if e[1][0] != 0), key=lambda e: (e[1][0], e[2]))
-    ranked = rank([e[1][1:] for e in feasible], tie_break) if feasible else []
-    return [feasible[i][0] for i in ranked] + [e[0] for e in infeasible]
+    ranked = rank([e[1][1:] for e in feasible], tie_break, limit) if feasible else []
+    best = [feasible[i][0] for i in ranked] + [e[0] for e in infeasible]
+    return best if limit is None else best[:limit]
 
 
 def is_feasible(score: Score) -> bool:
@@ -74,10 +77,15 @@ class ParetoRung:
         return len(self.keys)
 
     def ranked(self) -> list[int]:
-        """Trial ids best first."""
+        """Trial ids best first (sorts the whole rung: for inspection, not for decisions)."""
+        entries = [(t, score, arrival) for t, (score, arrival) in self.keys.items()]
+        return order(entries, self.tie_break)
+
+    def _top(self) -> list[int]:
+        """The best max(1, floor(n/eta)), all decisions need: re-ranked only after an add."""
         if self._ranked is None:
             entries = [(t, score, arrival) for t, (score, arrival) in self.keys.items()]
-            self._ranked = order(entries, self.tie_break)
+            self._ranked = order(entries, self.tie_break, max(1, len(entries) // self.eta))
         return self._ranked
 
     def add(self, trial_id: int, score: Score, arrival: int) -> bool:
@@ -86,12 +94,11 @@ class ParetoRung:
         if trial_id not in self.keys:
             self.keys[trial_id] = (tuple(score), arrival)
             self._ranked = None
-        top = self.ranked()[: max(1, len(self.keys) // self.eta)]
-        return trial_id in top and is_feasible(self.keys[trial_id][0])
+        return trial_id in self._top() and is_feasible(self.keys[trial_id][0])
 
     def best_promotable(self) -> int | None:
         """The best feasible trial in the top floor(n/eta) not promoted yet, else None."""
-        for trial_id in self.ranked()[: len(self.keys) // self.eta]:
+        for trial_id in self._top()[: len(self.keys) // self.eta]:
             if trial_id not in self._done and is_feasible(self.keys[trial_id][0]):
                 return trial_id
         return None
