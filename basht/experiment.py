@@ -251,6 +251,13 @@ class ChooseSpec(_Strict):
     """One weight per objective: the feasible completed trial with the smallest weighted sum of
     signed objectives (each normalised to [0, 1] over the completed trials)."""
 
+    @field_validator("weights")
+    @classmethod
+    def _some_weight(cls, weights: list[float]) -> list[float]:
+        if not any(weights):
+            raise ValueError("at least one must be above 0")
+        return weights
+
 
 class SearchSpec(_Strict):
     """How configurations are proposed (the sampler), stopped early (the pruner) and ranked."""
@@ -798,12 +805,17 @@ def peer_limit(experiment: Experiment, system: str) -> tuple[str, str] | None:
             "resources.accelerator",
             f"gpu runs with system: native; system: {system} trains its trials on CPU here",
         )
-    if experiment.search.is_multi:
+    if experiment.search.is_multi and system != "optuna":
         key = "search.objectives" if experiment.search.objectives else "search.constraints"
         return (
             key,
-            f"several objectives and constraints run with system: native (system: {system} "
-            "would be told one number per trial)",
+            f"several objectives and constraints run with system native or optuna (system: "
+            f"{system} would be told one number per trial)",
+        )
+    if experiment.search.scalarize is not None:
+        return (
+            "search.scalarize",
+            f"ranks trials by Basht's own scalar; system: {system} has no counterpart",
         )
     if experiment.engine.scheduler != "fifo":
         return (

@@ -64,9 +64,14 @@ class _SyncBracket:
             entries = [(t, score, arrival) for t, (score, arrival) in self.results.items()]
             ranked = order(entries, tie_break)
         keep = ranked[: self.survivors(self.k)]
+        if tie_break is not None:  # an infeasible trial is never resumed
+            keep = [t for t in keep if self.results[t][0][0] == 0]
         if self.k == len(self.levels) - 1:
             self.done = True
             return []
+        if not keep:  # nothing feasible to go on with: the bracket ends here
+            self.done = True
+            return ranked
         self.k += 1
         self.queue.extend(keep)
         self.members = set(keep)

@@ -14,11 +14,11 @@ from collections.abc import Callable
 from multiprocessing.connection import Client, Connection, Listener
 from typing import Any
 
-from basht.bench.systems.messages import Completing, Started
+from basht.bench.systems.messages import Completing, Scoring, Started
 
 log = logging.getLogger(__name__)
 
-REQUESTS = (Started, Completing)
+REQUESTS = (Started, Completing, Scoring)
 
 
 class TrialChannel:

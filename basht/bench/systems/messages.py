@@ -60,6 +60,14 @@ class Completing:
 
 
 @dataclass(frozen=True)
+class Scoring:
+    """A trial of a multi-objective study asks for its last report's metrics, with what the
+    driver measured of it (`train_energy_kwh`...), to tell the study its objectives."""
+
+    number: int
+
+
+@dataclass(frozen=True)
 class Ended:
     """The trial left its process: completed, stopped or failed (with its one-line reason)."""
 

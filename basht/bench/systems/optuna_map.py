@@ -20,6 +20,8 @@ def make_sampler(experiment: Experiment, seed: int) -> Any:
     import optuna
 
     name = experiment.search.sampler
+    if name == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=seed)
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "grid":
@@ -28,14 +30,16 @@ def make_sampler(experiment: Experiment, seed: int) -> Any:
         return optuna.samplers.GridSampler(grid, seed=seed)
     if name == "tpe":
         return optuna.samplers.TPESampler(seed=seed)
-    raise BashtError(f"search.sampler: {name!r} has no Optuna counterpart (random, grid, tpe)")
+    raise BashtError(
+        f"search.sampler: {name!r} has no Optuna counterpart (random, grid, tpe, nsga2)"
+    )
 
 
 def make_pruner(experiment: Experiment) -> Any:
     import optuna
 
     search = experiment.search
-    if search.pruner == "none":
+    if search.pruner == "none" or search.is_multi:  # Optuna cannot prune a multi-objective study
         return optuna.pruners.NopPruner()
     if search.pruner in ("sha", "asha"):
         return optuna.pruners.SuccessiveHalvingPruner(
@@ -51,7 +55,12 @@ def make_pruner(experiment: Experiment) -> Any:
 def describe(experiment: Experiment) -> str:
     """For the run's `algorithm` column (at most 80 characters)."""
     search = experiment.search
-    sampler = {"random": "RandomSampler", "grid": "GridSampler", "tpe": "TPESampler"}
+    sampler = {
+        "random": "RandomSampler",
+        "grid": "GridSampler",
+        "tpe": "TPESampler",
+        "nsga2": "NSGAIISampler",
+    }
     pruner = {
         "none": "NopPruner",
         "sha": "SuccessiveHalvingPruner",
@@ -59,6 +68,9 @@ def describe(experiment: Experiment) -> str:
         "hyperband": "HyperbandPruner",
         "async-hyperband": "HyperbandPruner",
     }[search.pruner]
+    if search.is_multi:  # Optuna cannot prune a study of several objectives
+        objectives = len(search.objective_list)
+        return f"optuna {sampler[search.sampler]}, no pruning ({objectives} objectives)"
     text = f"optuna {sampler.get(search.sampler, search.sampler)}, {pruner}"
     if search.pruner != "none":
         text += f"(r={search.min_budget}, eta={search.eta})"

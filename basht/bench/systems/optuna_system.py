@@ -25,6 +25,7 @@ from typing import Any
 
 from basht.bench.lifecycle import BestTrial, RunContext
 from basht.bench.native import best_trial_from_store
+from basht.bench.scored import chosen_trial, objectives_of
 from basht.bench.systems.channel import answer
 from basht.bench.systems.optuna_worker import OptimizePlan, Shared, open_storage, worker_main
 from basht.bench.systems.peer import check_peer_experiment, require
@@ -91,7 +92,10 @@ class OptunaSystem:
         exp = self.ctx.experiment
         self.ctx.results_dir.mkdir(parents=True, exist_ok=True)
         self._storage = open_storage(self.storage_url)
-        self._create_study(optuna, "maximize" if exp.search.mode == "max" else "minimize")
+        directions = [
+            "maximize" if o.mode == "max" else "minimize" for o in exp.search.objective_list
+        ]
+        self._create_study(optuna, directions)
         spawn = mp.get_context("spawn")
         self.shared = Shared(count=spawn.Value("q", 0), lock=spawn.Lock(), stop=spawn.Event())
         self.workers = self._start_workers(range(exp.resources.workers))
@@ -117,7 +121,7 @@ class OptunaSystem:
         child.close()
         return _Worker(index, process, parent)
 
-    def _create_study(self, optuna: Any, direction: str) -> None:
+    def _create_study(self, optuna: Any, directions: list[str]) -> None:
         """The study under its reproducible name, a stale one of that name deleted first.
 
         On a server database another run of the same file and seed may be using the name right
@@ -129,7 +133,7 @@ class OptunaSystem:
                 optuna.delete_study(study_name=self.study_name, storage=self._storage)
         try:
             study = optuna.create_study(
-                study_name=self.study_name, storage=self._storage, direction=direction
+                study_name=self.study_name, storage=self._storage, directions=directions
             )
         except optuna.exceptions.DuplicatedStudyError:
             own = f"{self.study_name}-{self.ctx.run_id}"
@@ -141,7 +145,7 @@ class OptunaSystem:
             )
             self.study_name = own
             study = optuna.create_study(
-                study_name=self.study_name, storage=self._storage, direction=direction
+                study_name=self.study_name, storage=self._storage, directions=directions
             )
         self._study_created = True
         study.set_user_attr(OWNER_ATTR, self.ctx.run_id)
@@ -276,6 +280,10 @@ class OptunaSystem:
     # -- results, test, metrics --------------------------------------------------------------
 
     def collect_results(self) -> BestTrial:
+        objectives = objectives_of(self.ctx.experiment)
+        if objectives is not None:  # the same rule as native's, over the same records
+            chosen = chosen_trial(self.ctx.store, self.ctx.run_id, objectives)
+            return best_trial_from_store(self.ctx, number=chosen)
         return best_trial_from_store(self.ctx)
 
     def test(self, best: BestTrial) -> dict[str, float]:

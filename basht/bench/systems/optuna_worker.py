@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from basht.bench.systems.channel import TrialChannel
-from basht.bench.systems.messages import Completing, Ended, Loaded, Reported, Started
+from basht.bench.systems.messages import Completing, Ended, Loaded, Reported, Scoring, Started
 from basht.bench.systems.trial import (
     EpochRunner,
     floats,
@@ -33,6 +33,7 @@ from basht.engine.threads import limit_threads
 from basht.experiment import Experiment
 from basht.states import Command
 from basht.states import TrialState as State
+from basht.tune.objectives import Objectives
 from basht.workloads import StopTrial, is_function_workload, resolve_workload
 
 
@@ -149,6 +150,8 @@ class _OptunaTrial:
         self.trial = study.ask()
         self.number: int = self.trial.number
         self.value: float | None = None
+        # Several objectives: the study is told each at the end, and never asked to prune.
+        self.objectives = Objectives.from_search(self.search) if self.search.is_multi else None
 
     def run(self) -> None:
         from optuna.trial import TrialState
@@ -177,8 +180,13 @@ class _OptunaTrial:
                 state, error = State.FAILED, reason(err)
         if state == State.COMPLETED and self.value is None:
             state, error = State.FAILED, "the trial reported no value"
+        told = False
+        if state == State.COMPLETED and self.objectives is not None:
+            state, error, told = self._tell_objectives(self.objectives)
         with contextlib.suppress(Exception):  # the driver's record matters more than Optuna's
-            if state == State.COMPLETED:
+            if told:
+                pass
+            elif state == State.COMPLETED:
                 self.study.tell(self.trial, self.value)
             else:
                 self.study.tell(
@@ -187,9 +195,32 @@ class _OptunaTrial:
                 )
         self.channel.send(Ended(self.number, state, time.time(), error, checkpoint))
 
+    def _tell_objectives(self, objectives: Objectives) -> tuple[str, str | None, bool]:
+        """Tell the study the trial's objectives, from its last report and what the driver
+        measured of it, with its constraint violation where Optuna's samplers read it (the
+        trial's `constraints` system attribute, as a `constraints_func` would have set it).
+        Returns the trial's state, why it failed, and whether the study was told."""
+        metrics = self.channel.request(Scoring(self.number))
+        problem = objectives.missing(metrics)
+        if problem is not None:
+            return State.FAILED, problem, False
+        values = [float(metrics[o.metric]) for o in objectives.objectives]
+        with contextlib.suppress(Exception):  # the driver's record matters more than Optuna's
+            if objectives.constraints:
+                from optuna.samplers._base import _CONSTRAINTS_KEY
+
+                violation = objectives.violation(metrics)
+                self.study._storage.set_trial_system_attr(
+                    self.trial._trial_id, _CONSTRAINTS_KEY, (violation,)
+                )
+            self.study.tell(self.trial, values)
+        return State.COMPLETED, None, True
+
     def _verdict(self, epoch: int, value: float) -> Command:
         """continue, stop or complete, in native's order: target, job stop, budget, pruner."""
         self.value = value
+        if self.objectives is not None:  # a multi-objective study has no intermediate values
+            return self._verdict_unpruned(epoch, value)
         self.trial.report(value, epoch)
         target, mode = self.search.target, self.search.mode
         if target is not None and (value >= target if mode == "max" else value <= target):
@@ -200,6 +231,17 @@ class _OptunaTrial:
         if self.search.max_budget is not None and epoch >= self.search.max_budget:
             return Command.COMPLETE
         return Command.STOP if self.trial.should_prune() else Command.CONTINUE
+
+    def _verdict_unpruned(self, epoch: int, value: float) -> Command:
+        target, mode = self.search.target, self.search.mode
+        if target is not None and (value >= target if mode == "max" else value <= target):
+            self.shared.stop.set()
+            return Command.COMPLETE
+        if self.shared.stop.is_set():
+            return Command.STOP
+        if self.search.max_budget is not None and epoch >= self.search.max_budget:
+            return Command.COMPLETE
+        return Command.CONTINUE
 
     def _run_class(self, config: dict[str, Any], seed: int) -> tuple[str, str | None, str | None]:
         runner = EpochRunner(self.ref, config, seed, self.cpus)

@@ -21,12 +21,14 @@ from typing import Any
 
 from basht.bench.budgets import SpendingLimits
 from basht.bench.lifecycle import RunContext
+from basht.bench.scored import TrialMeter, objectives_of
 from basht.bench.systems.messages import (
     Assigned,
     Completing,
     Ended,
     Loaded,
     Reported,
+    Scoring,
     Started,
 )
 from basht.states import FINAL_STATES, TrialState
@@ -53,6 +55,10 @@ class _Trial:
     pause_checkpoints: list[str] = field(default_factory=list)
     loaded: bool = False
     heard: float = 0.0  # time.monotonic() of its last start, load or report
+    # Several objectives: its epochs' and loads' seconds, and its last report's metrics
+    time_s: float = 0.0
+    load_s: float = 0.0
+    metrics: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -96,6 +102,9 @@ class TrialRecorder:
         self._slots = [_Slot() for _ in range(max(1, slots))]
         self._best_completed: tuple[float, int] | None = None
         self._next = 0
+        # Several objectives: each report gets what Basht measured of the trial, as native's do.
+        objectives = objectives_of(exp)
+        self._meter = TrialMeter(ctx, objectives) if objectives is not None else None
 
     # -- what the trial processes say --------------------------------------------------------
 
@@ -109,6 +118,8 @@ class TrialRecorder:
             return self.loaded(message)
         if isinstance(message, Completing):
             return self.completing(message)
+        if isinstance(message, Scoring):
+            return self.scoring(message)
         if isinstance(message, Ended):
             return self.end(
                 message.number, message.state, message.at, message.error, message.checkpoint
@@ -175,13 +186,21 @@ class TrialRecorder:
         with self._lock:
             trial = self._trials[message.number]
             trial.loaded, trial.heard = True, time.monotonic()
+            trial.load_s += message.load_s
             self.store.add_trial_time(trial.row_id, load_s=message.load_s)
 
     def report(self, message: Reported) -> None:
         with self._lock:
             trial = self._trials[message.number]
             trial.heard = time.monotonic()
-            value = message.metrics.get(self.metric)
+            metrics = dict(message.metrics)
+            if self._meter is not None:
+                trial.time_s += message.train_s + message.validate_s
+                metrics.update(
+                    self._meter(message.number, trial.time_s, trial.load_s, message.epoch)
+                )
+                trial.metrics = metrics
+            value = metrics.get(self.metric)
             trial.budget = message.epoch
             if value is not None and math.isfinite(value):
                 trial.value = value
@@ -191,10 +210,15 @@ class TrialRecorder:
                 trial.row_id,
                 message.epoch,
                 value,
-                dict(message.metrics),
+                metrics,
                 message.train_s,
                 message.validate_s,
             )
+
+    def scoring(self, message: Scoring) -> dict[str, Any]:
+        """The trial's last report's metrics, measured ones included."""
+        with self._lock:
+            return dict(self._trials[message.number].metrics)
 
     def completing(self, message: Completing) -> str | None:
         """Note the completion; answer where to save the final state, if it may be the best."""
