@@ -6,6 +6,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -22,7 +23,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from basht.errors import BashtError, ExperimentError
+from basht.errors import ArgumentError, BashtError, ExperimentError
 from basht.space import Choice, Float, ParamSpec, SearchSpace  # `space:` entries: see space.py
 from basht.states import WASTED_STATES
 from basht.workloads.base import WorkloadRef, check_share
@@ -515,6 +516,84 @@ class MeasureSpec(_Strict):
     """The states a trial ends in that count as wasted (WTT, WTE, WTC)."""
 
 
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)", re.IGNORECASE)
+_UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_deadline(text: str, now: float) -> float:
+    """Unix seconds of a deadline given as a duration from `now` ("12h", "90m", "2d", "3600s", or a
+    plain number of seconds) or an ISO 8601 time (UTC unless it names an offset). ValueError
+    (an ArgumentError) with one line naming the accepted forms for anything else."""
+    stripped = text.strip()
+    match = _DURATION.fullmatch(stripped)
+    if match:
+        value = now + float(match[1]) * _UNIT_S[match[2].lower()]
+    else:
+        try:
+            moment = datetime.fromisoformat(stripped)
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=UTC)
+            value = moment.timestamp()
+        except (ValueError, OverflowError):  # OverflowError: an offset past year 1 or 9999
+            value = math.nan
+    if not math.isfinite(value):
+        raise ArgumentError(
+            f"deadline {text!r} is not understood; expected a duration such as 12h, 90m, 2d or "
+            "3600s, a number of seconds, or an ISO 8601 time such as 2025-06-01T18:00 "
+            "(UTC unless it names an offset)"
+        )
+    return value
+
+
+def _check_time(value: str | None, key: str) -> str | None:
+    if value is not None:
+        try:
+            parse_deadline(value, 0.0) if key == "deadline" else datetime.fromisoformat(value)
+        except ValueError as err:
+            raise ValueError(
+                str(err) if key == "deadline" else f"{value!r} is not an ISO 8601 time"
+            ) from None
+    return value
+
+
+class ScheduleSpec(_Strict):
+    """When the work runs: carbon-aware, it waits for a clean grid and runs wider then, and
+    still meets the deadline (`basht.energy.shifting`)."""
+
+    carbon_aware: bool = False
+    """Hold trials back (and pause them at checkpoints) while the grid is dirty, by
+    `measure.carbon`'s series and the forecast, and run up to `max_workers` when it is clean."""
+    deadline: str | None = Field(default=None, min_length=1, max_length=64)
+    """When the job must be done: a duration from the start (`12h`, `90m`, `2d`, seconds) or an
+    ISO 8601 time (UTC unless it says). Needed with `carbon_aware`."""
+    forecast: Literal["persistence", "perfect"] = "persistence"
+    """What the scheduler expects of the grid: `persistence` (the same hours a day earlier) or
+    `perfect` (the recorded series itself: an oracle, for recorded runs and evaluation)."""
+    max_workers: int | None = Field(default=None, ge=1, le=10_000)
+    """The most trials that may run at once (default `resources.workers`); the scheduler may
+    run fewer, or none."""
+    step_s: float = Field(default=900.0, gt=0, allow_inf_nan=False)
+    """The length of the forecast's slots: the scheduler decides again at least this often."""
+    start: str | None = Field(default=None, min_length=1, max_length=64)
+    """Where in the carbon series the run starts (an ISO 8601 time): to replay a recorded
+    series; default now."""
+    time_scale: float = Field(default=1.0, gt=0, le=1e6, allow_inf_nan=False)
+    """Series seconds per real second (3600: an hour of the series passes in a second), so a
+    real run shows a day of the grid in minutes; emissions are integrated over the same scaled
+    series, and the deadline is in series time."""
+
+    @field_validator("deadline", "start")
+    @classmethod
+    def _a_time(cls, value: str | None, info: Any) -> str | None:
+        return _check_time(value, info.field_name)
+
+    @model_validator(mode="after")
+    def _deadline(self) -> ScheduleSpec:
+        if self.carbon_aware and self.deadline is None:
+            raise ValueError("carbon_aware needs a deadline (a duration such as 12h, or a time)")
+        return self
+
+
 class EngineSpec(_Strict):
     """How trials share the machine: `fluid` re-plans widths (threads, GPUs); `fifo` fixes them."""
 
@@ -863,6 +942,8 @@ class Experiment(BaseModel):
     plan: PlanSpec | None = None
     """Run on an elastic cluster that follows this RubberBand plan: the plan (as `basht plan
     --json` writes it) or the path of its file, read next to the experiment file."""
+    schedule: ScheduleSpec = Field(default_factory=ScheduleSpec)
+    """When the work runs: carbon-aware, with a deadline."""
 
     @model_validator(mode="after")
     def _one_space(self) -> Experiment:
@@ -928,6 +1009,27 @@ class Experiment(BaseModel):
                 "engine.scheduler",
                 f"{self.engine.scheduler} runs on executor: local only "
                 "(use scheduler: fifo with executor: ray)",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _schedule_fits(self) -> Experiment:
+        schedule = self.schedule
+        if schedule.max_workers is not None and schedule.max_workers > self.resources.workers:
+            raise _at(
+                "schedule.max_workers",
+                f"{schedule.max_workers} is more than resources.workers ({self.resources.workers})",
+            )
+        if not schedule.carbon_aware:
+            return self
+        if self.system != "native":
+            raise _at("schedule.carbon_aware", f"runs with system: native, not {self.system}")
+        if self.plan is not None:
+            raise _at("schedule.carbon_aware", "a RubberBand plan fixes when its stages run")
+        if self.measure.carbon.csv is None:
+            raise _at(
+                "schedule.carbon_aware",
+                "needs a carbon intensity that changes over time: measure.carbon.csv",
             )
         return self
 

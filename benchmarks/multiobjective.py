@@ -24,11 +24,14 @@ over seeds at the end of the budget and at its quarters (the curve), and per tas
 median beats NSGA-II's.
 
     python benchmarks/multiobjective.py [--part lcbench|digits|both] [--tasks 5] [--seeds 10]
+
+`--part` runs one setting and keeps the other's results already in `--out`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -219,7 +222,6 @@ def digits_run(method: str, seed: int, energy_kwh: float) -> dict[str, Any]:
         result = basht.run(
             digits_experiment(sampler, pruner, seed, energy_kwh, folder),
             results_root=folder / "results",
-            quiet=True,
         )
         wall_s = time.perf_counter() - start
     section = result.summary.get("objectives") or {}
@@ -320,6 +322,9 @@ def main() -> None:
     from basht.workloads.lcbench import tasks
 
     results: dict[str, Any] = {}
+    if args.part != "both" and args.out.exists():  # one part again: the other one is kept
+        kept = json.loads(args.out.read_text())
+        results = {part: kept[part] for part in ("lcbench", "digits") if part in kept}
     if args.part in ("lcbench", "both"):
         chosen = list(tasks()[: args.tasks])
         results["lcbench"] = lcbench_part(

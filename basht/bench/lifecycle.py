@@ -28,6 +28,7 @@ class RunContext:
     exporter: Any = None  # the live Prometheus exporter when measure.prometheus_port is set
     notes: dict[str, Any] = field(default_factory=dict)
     attempt: int = 1  # 2, 3, ... after `basht resume`
+    intensity: Any = None  # the run's carbon intensity (replayed when schedule.time_scale says)
 
 
 @dataclass

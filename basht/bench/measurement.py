@@ -16,13 +16,28 @@ from basht.store import Store
 log = logging.getLogger(__name__)
 
 
-def start_monitor(experiment: Experiment, store: Store, run_id: str, resume: bool) -> EnergyMonitor:
-    """One sampler for the node, writing its samples and accounts to the store as it goes."""
-    from basht.energy.carbon import intensity_from_spec
+def run_intensity(experiment: Experiment, clock_start: float) -> Any:
+    """The carbon intensity the run is measured and scheduled with: `measure.carbon`, replayed
+    from `schedule.start` at `schedule.time_scale` when either is given."""
+    from basht.energy.carbon import ScaledIntensity, intensity_from_spec
+    from basht.experiment import parse_deadline
 
+    intensity = intensity_from_spec(experiment.measure.carbon)
+    schedule = experiment.schedule
+    if schedule.start is None and schedule.time_scale == 1.0:
+        return intensity
+    start = clock_start if schedule.start is None else parse_deadline(schedule.start, 0.0)
+    return ScaledIntensity(intensity, clock_start, start, schedule.time_scale)
+
+
+def start_monitor(
+    experiment: Experiment, store: Store, run_id: str, resume: bool, intensity: Any = None
+) -> EnergyMonitor:
+    """One sampler for the node, writing its samples and accounts to the store as it goes."""
     measure, resources = experiment.measure, experiment.resources
     sources = open_node_sources(measure, resources, resources.workers)
-    intensity = intensity_from_spec(measure.carbon)
+    if intensity is None:
+        intensity = run_intensity(experiment, time.time())
     previous = _previous_accounts(store, run_id) if resume else {}
 
     def sink(samples: list[dict[str, Any]], accounts: dict[AccountKey, Account]):
@@ -99,7 +114,7 @@ def start_exporter(ctx: Any, port: int) -> Any:
             port=port,
             host=HOST,
             usd_per_hour=price.usd_per_hour,
-            intensity=intensity_from_spec(measure.carbon),
+            intensity=ctx.intensity or intensity_from_spec(measure.carbon),
             billed=billed,
         )
     except OSError as err:  # taken since preflight looked, or a resumed run's port is taken

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import select
 
 from basht.bench.budgets import SpendingLimits
+from basht.bench.carbon_schedule import carbon_gate, schedule_summary
 from basht.bench.lifecycle import BestTrial, RunContext
 from basht.bench.scored import TrialMeter, chosen_trial, last_metrics, objectives_of
 from basht.energy.billing import RAY_NODES
@@ -94,6 +95,7 @@ class NativeSystem:
         assert self.executor is not None
         exp = self.ctx.experiment
         spending = SpendingLimits.of(self.ctx)
+        gate = carbon_gate(self.ctx)
         self.tuner = Tuner(
             self.algorithm,
             self.executor,
@@ -110,10 +112,15 @@ class NativeSystem:
             on_trial=self._on_trial,
             objectives=self.objectives,
             measure=self.measure,
+            gate=gate,
         )
         if self.restored is not None:
             self.tuner.restore(*self.restored)
-        status = self.tuner.run()
+        try:
+            status = self.tuner.run()
+        finally:
+            if gate is not None:  # what the schedule did, also when the run was cut short
+                self.ctx.notes["schedule"] = gate
         self.ctx.notes["stop_reason"] = status.stop_reason
 
     def _on_trial(self, trial_id: int, worker: int, event: str) -> None:
@@ -178,6 +185,12 @@ class NativeSystem:
         return event.metrics
 
     def collect_metrics(self) -> dict[str, Any]:
+        gate = self.ctx.notes.get("schedule")
+        if gate is not None:  # the energy accounts are final now: what shifting saved
+            run = self.ctx.store.get_run(self.ctx.run_id)
+            measurement = dict(run.measurement or {})
+            measurement["schedule"] = schedule_summary(self.ctx, gate)
+            self.ctx.store.update_run(self.ctx.run_id, measurement=measurement)
         return {}
 
     def undeploy(self) -> None:
@@ -293,8 +306,12 @@ def restore_from_store(
     states = {}
     for row in rows:
         checkpoint, epoch = checkpoints.get(row.id, (None, 0))
-        # Promoted while its pause was being written, then interrupted: it is owed a run.
-        owed = row.state == TrialState.PAUSED and last_op.get(row.number) == "suggest"
+        # Promoted while its pause was being written, or paused by a carbon-aware schedule while
+        # its algorithm said go on, then interrupted: it is owed a run.
+        told_on = last_op.get(row.number) == "report" and told.get(row.number, (0, None))[1] == (
+            Decision.CONTINUE.value
+        )
+        owed = row.state == TrialState.PAUSED and (last_op.get(row.number) == "suggest" or told_on)
         states[row.id] = state = TrialState.ABORTED if owed else TrialState(row.state)
         if state in RESTARTED:  # it trains again from `epoch`, and reports those epochs again
             store.drop_reports_after(row.id, epoch)

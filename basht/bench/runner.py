@@ -12,7 +12,7 @@ from typing import Any
 
 from basht.bench.driver import DRIVER, POINTER, driver_state, with_driver, write_pointer
 from basht.bench.lifecycle import BestTrial, RunContext, SystemUnderTest
-from basht.bench.measurement import start_exporter, start_monitor
+from basht.bench.measurement import run_intensity, start_exporter, start_monitor
 from basht.bench.timing import Timing, timed
 from basht.energy.billing import operating_cost_usd
 from basht.errors import BashtError, RunInterrupted
@@ -226,7 +226,8 @@ def _execute(
             raise BashtError(
                 f"results: cannot create {results_dir} ({path_problem(err)})"
             ) from None
-        ctx.monitor = start_monitor(ctx.experiment, store, run_id, ctx.resume)
+        ctx.intensity = run_intensity(ctx.experiment, time.time())
+        ctx.monitor = start_monitor(ctx.experiment, store, run_id, ctx.resume, ctx.intensity)
         if ctx.experiment.measure.prometheus_port is not None:
             ctx.exporter = start_exporter(ctx, ctx.experiment.measure.prometheus_port)
         sut = (system_factory or make_system)(ctx)

@@ -333,6 +333,40 @@ class TimeSeriesIntensity(CarbonIntensity):
         return f"TimeSeriesIntensity.from_csv({self.source!r})"
 
 
+class ScaledIntensity(CarbonIntensity):
+    """A series replayed from `series_start`, `time_scale` series seconds per second since
+    `clock_start`: a recorded day of the grid passes in minutes, and a run's emissions are
+    integrated over the same replayed series its schedule saw (`schedule.time_scale`)."""
+
+    is_static = False
+
+    def __init__(
+        self, series: CarbonIntensity, clock_start: float, series_start: float, time_scale: float
+    ) -> None:
+        self.series, self.clock_start = series, clock_start
+        self.series_start, self.time_scale = series_start, time_scale
+        self.zone = series.zone
+
+    def to_series(self, at: float) -> float:
+        return self.series_start + (at - self.clock_start) * self.time_scale
+
+    def to_clock(self, series_at: float) -> float:
+        return self.clock_start + (series_at - self.series_start) / self.time_scale
+
+    def g_per_kwh(self, at: float) -> float:
+        return self.series.g_per_kwh(self.to_series(at))
+
+    def change_points(self, start: float, end: float) -> Sequence[float]:
+        points = self.series.change_points(self.to_series(start), self.to_series(end))
+        return [self.to_clock(p) for p in points]
+
+    def describe(self) -> str:
+        return (
+            f"{self.series.describe()}; replayed from {_iso(self.series_start)} at "
+            f"{self.time_scale:g} series seconds per second"
+        )
+
+
 def _fallback_for(zone: str) -> TableIntensity:
     """The table row for a zone; an Electricity Maps sub-zone (`US-CAL-CISO`) falls back to its country."""
     try:

@@ -71,6 +71,11 @@ class Executor(ABC):
         simulated executor runs on virtual time)."""
         return time.time()
 
+    def wait_until(self, at: float) -> None:
+        """Nothing runs and nothing may start before `at` on this clock (a carbon-aware schedule
+        holds the work back): wait for it, a second at most, so limits are still looked at."""
+        time.sleep(max(0.0, min(at - self.now(), 1.0)))
+
     # -- checkpoints ----------------------------------------------------------------------------
 
     def discard_checkpoint(self, path: str) -> None:

@@ -387,6 +387,10 @@ class SimulatedExecutor(Executor):
         else:
             self.widths = fifo_widths(loads, self.capacity, self.capacity / self.workers)
 
+    def wait_until(self, at: float) -> None:
+        """The virtual clock moves to `at` (nothing runs meanwhile)."""
+        self._now = max(self._now, at)
+
     def poll(self, timeout_s: float | None = None) -> list[TrialEvent]:
         """Every event due at the earliest pending time, with the clock moved there; never waits.
 

@@ -12,6 +12,7 @@ from basht.tune.basic import FullBudgetSearch
 from basht.tune.hyperband import SHA, Hyperband
 from basht.tune.objectives import Objectives
 from basht.tune.ranking import Scored
+from basht.tune.rungs import rung_levels
 
 
 def make_algorithm(
@@ -70,3 +71,29 @@ def describe(experiment: Experiment, algorithm: Algorithm) -> str:
         how = "scalarised" if search.scalarize else search.tie_break  # the store keeps 80 chars
         pruner = f"{pruner}, {len(search.objective_list)} objectives ({how})"
     return f"{search.sampler} sampling, pruner {pruner}"
+
+
+def expected_epochs(experiment: Experiment) -> float | None:
+    """About how many epochs the search trains in all, for a schedule that plans the work:
+    every trial to `max_budget` without a pruner; with one, `max_trials` trials of which a
+    1/eta^k share reaches rung k (exact for one SHA bracket, ASHA's expectation otherwise). None
+    when nothing bounds it (no trial limit, or no top rung)."""
+    search = experiment.search
+    trials: float | None = search.max_trials
+    if search.sampler == "grid":
+        size = experiment.search_space.size
+        trials = size if trials is None else min(trials, size)
+    if search.max_budget is None:
+        return None
+    levels = rung_levels(search.min_budget, search.max_budget, search.eta)
+    if trials is None and search.pruner == "sha":
+        trials = search.eta ** (len(levels) - 1)  # one bracket
+    if trials is None:
+        return None
+    if search.pruner == "none":
+        return float(trials) * search.max_budget
+    per_trial, before = 0.0, 0
+    for k, level in enumerate(levels):
+        per_trial += (level - before) / search.eta**k
+        before = level
+    return float(trials) * per_trial

@@ -18,7 +18,7 @@ from basht.states import TrialState
 from basht.tune.base import Algorithm
 from basht.tune.factory import describe, make_algorithm
 from basht.tune.objectives import Objectives, Spent, measured_metrics
-from basht.tune.tuner import Tuner
+from basht.tune.tuner import Gate, Tuner
 from basht.workloads.base import WorkloadRef
 
 
@@ -58,13 +58,15 @@ def simulate(
     straggler_factor: float = 4.0,
     objectives: Objectives | None = None,
     max_budget: int | None = None,
+    gate: Gate | None = None,
 ) -> SimulationResult:
     """Run `algorithm` to its end (or `max_time_s` virtual seconds, or `target`), keeping nothing.
 
     The executor reports the algorithm's metric; a curve with a `mode` must agree with the
     algorithm's, or every comparison would run the wrong way. With `objectives` (an algorithm
     built `scored`) the measured metric a simulation has is the time: `train_time_s`, projected
-    to `max_budget`, and `train_time_s_spent`, on the virtual clock.
+    to `max_budget`, and `train_time_s_spent`, on the virtual clock. A `gate` (a carbon-aware
+    schedule, `basht.tune.carbon_gate`) holds the work back on the same clock.
     """
     curve_mode = getattr(curve, "mode", None)
     if curve_mode is not None and curve_mode != algorithm.mode:
@@ -107,6 +109,7 @@ def simulate(
         on_trial=on_trial,
         objectives=objectives,
         measure=measure if objectives is not None else None,
+        gate=gate,
     )
     started = time.perf_counter()
     # The run keeps millions of small objects alive and makes no reference cycles; the cyclic

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from basht.engine.base import Executor
 from basht.engine.messages import COMPLETE, CONTINUE, PAUSE, STOP, TrialEvent, TrialTask
@@ -131,6 +131,15 @@ class RestoredTrial:
 #: (`basht.tune.objectives.measured_metrics`).
 Measure = Callable[[int, float, float, int], dict[str, float]]
 
+
+class Gate(Protocol):
+    """When the work may run (a carbon-aware schedule, `basht.tune.carbon_gate`): how many trials
+    may run now, and until when that holds at the latest, from the epochs run so far and their
+    mean length (None before the first)."""
+
+    def allowed(self, now: float, epochs_done: int, epoch_s: float | None) -> tuple[int, float]: ...
+
+
 _MASK64 = (1 << 64) - 1
 
 
@@ -172,6 +181,7 @@ class Tuner:
         on_trial: Callable[[int, int, str], None] | None = None,
         objectives: Objectives | None = None,
         measure: Measure | None = None,
+        gate: Gate | None = None,
     ):
         """`on_trial(trial_id, worker, event)` hears each trial start ("start") on a worker and
         each end (its new state), e.g. to attribute energy or export live metrics.
@@ -185,7 +195,11 @@ class Tuner:
 
         `objectives`: the algorithm ranks scores of several objectives or under constraints
         (`basht.tune.objectives`), made from each report's metrics and what `measure` adds; the
-        value stored and compared with `target` is the first objective's."""
+        value stored and compared with `target` is the first objective's.
+
+        `gate`: at most `allowed` trials run at once; a trial over it pauses at its next report
+        (when the workload checkpoints) and resumes, before any new trial starts, once the gate
+        allows; while it allows none and nothing runs, the executor waits."""
         self.algorithm, self.executor, self.run_id = algorithm, executor, run_id
         self.on_trial = on_trial
         # Writes go behind the loop on a thread of their own (in order, batched); without a store
@@ -217,6 +231,11 @@ class Tuner:
         self.objectives, self.measure = objectives, measure
         self._front = CompletedFront()  # several objectives: the completed trials worth keeping
         self._best_key: tuple[float, ...] | None = None
+        self.gate = gate
+        self._allowance: tuple[int, float] | None = None  # the gate's answer and until when
+        self._epochs_run, self._epoch_s_sum = 0, 0.0
+        self._holding: set[int] = set()  # told to pause for the gate, not yet paused
+        self._held: list[int] = []  # paused for the gate: they resume first
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -254,6 +273,10 @@ class Tuner:
             else:
                 self._fill += 1  # a pass that started nothing still counts (group names)
             if not running:
+                if self.gate is not None and self._waiting_for_the_gate():
+                    assert self._allowance is not None
+                    executor.wait_until(self._allowance[1])
+                    continue
                 break
             for event in poll(0.5):
                 if event.kind == _REPORT:
@@ -269,8 +292,13 @@ class Tuner:
         self._fill += 1
         executor, status, restarts = self.executor, self.status, self._restarts
         while status.stop_reason is None and executor.idle_workers > 0:
+            if self.gate is not None and len(self._running) >= self._allowed():
+                return
             if restarts:
                 self._restart(restarts.pop(0))
+                continue
+            if self._held:
+                self._restart(self._held.pop(0))
                 continue
             suggestion = self.algorithm.suggest()
             if suggestion is None:
@@ -390,6 +418,9 @@ class Tuner:
         value = event.metrics.get(self.metric)
         epoch = event.epoch
         trial.budget = epoch
+        if self.gate is not None:
+            self._epochs_run += 1
+            self._epoch_s_sum += event.train_s + event.validate_s
         logged = None
         if value is None or not math.isfinite(value):
             got = ", ".join(event.metrics) or "nothing"
@@ -432,6 +463,9 @@ class Tuner:
         epoch, trial_id = event.epoch, event.trial_id
         trial.budget = epoch
         trial.time_s += event.train_s + event.validate_s
+        if self.gate is not None:
+            self._epochs_run += 1
+            self._epoch_s_sum += event.train_s + event.validate_s
         metrics = dict(event.metrics)
         if self.measure is not None:
             metrics.update(self.measure(trial_id, trial.time_s, trial.load_s, epoch))
@@ -485,8 +519,36 @@ class Tuner:
             self.executor.command(event.trial_id, PAUSE, path)
         elif trial.target_budget is not None and event.epoch >= trial.target_budget:
             self._complete(event.trial_id, trial)
+        elif self.gate is not None and self._over_the_gate():
+            self._holding.add(event.trial_id)  # resumed from here once the gate allows it
+            path = self._checkpoint_path(event.trial_id, event.epoch)
+            self.executor.command(event.trial_id, PAUSE, path)
         else:
             self.executor.command(event.trial_id, CONTINUE)
+
+    # -- the gate -----------------------------------------------------------------------------
+
+    def _allowed(self) -> int:
+        """How many trials the gate lets run now (asked again once its answer runs out)."""
+        assert self.gate is not None
+        now = self.clock()
+        if self._allowance is None or now >= self._allowance[1]:
+            epoch_s = self._epoch_s_sum / self._epochs_run if self._epochs_run else None
+            self._allowance = self.gate.allowed(now, self._epochs_run, epoch_s)
+        return self._allowance[0]
+
+    def _over_the_gate(self) -> bool:
+        """More trials run than the gate allows now: one that can pause should (at a report,
+        its boundary; a workload that cannot checkpoint runs on rather than lose its work)."""
+        self._allowance = None  # a decision point: the gate decides again
+        running = len(self._running) - len(self._holding)
+        return self.can_checkpoint and running > self._allowed()
+
+    def _waiting_for_the_gate(self) -> bool:
+        """Nothing runs because the gate allows nothing now, and there is work left."""
+        if self.status.stop_reason is not None or self._allowed() > 0:
+            return False
+        return bool(self._held or self._restarts) or not self.algorithm.is_finished()
 
     def _complete(self, trial_id: int, trial: _Trial) -> None:
         """Finish a trial; keep its final state only if it may be the best completed one."""
@@ -541,6 +603,12 @@ class Tuner:
                 self.store.add_trial_time(trial.row_id, load_s=event.load_s, train_s=event.train_s)
             elif self._logging and event.kind == EventKind.FAILED:
                 self._time_cut_segment(trial, self.clock())  # its worker died in it
+        if self.gate is not None:
+            self._allowance = None  # a trial ended: a decision point
+        if self._holding and trial_id in self._holding:
+            self._holding.discard(trial_id)
+            if state is TrialState.PAUSED:
+                self._held.append(trial_id)
         if self._deferred and trial_id in self._deferred:
             self._deferred.discard(trial_id)
             if state is TrialState.PAUSED:

@@ -283,3 +283,42 @@ def test_on_a_shared_database_a_left_behind_study_is_replaced_and_one_in_use_is_
     name, _ = run()
     assert name == "basht-t-seed0"
     assert optuna.get_all_study_names(storage) == []
+
+
+@pytest.mark.integration
+def test_a_multi_objective_study_is_told_every_objective_and_the_violation(spec, tmp_path):
+    """As Optuna users must run one: its sampler (NSGA-II), no pruning, every trial to the
+    maximum budget; the study hears each trial's objectives, the measured one included, and its
+    constraint violation, and the run reports the same front native would."""
+    spec = _spec(spec, max_trials=6, sampler="nsga2")
+    for key in ("metric", "mode"):
+        spec["search"].pop(key, None)
+    spec["search"]["objectives"] = [
+        {"metric": "accuracy", "mode": "max"},
+        {"metric": "train_time_s", "mode": "min"},
+    ]
+    spec["search"]["constraints"] = [{"metric": "train_time_s", "max": 60.0}]
+    watch = Watch()
+    result = run_benchmark(
+        Experiment.from_dict(spec),
+        results_root=tmp_path / "results",
+        system_factory=watch.factory,
+        on_phase=watch.on_phase,
+    )
+    assert result.status == "completed"
+    assert Store(spec["store"]).get_run(result.run_id).algorithm == (
+        "optuna NSGAIISampler, no pruning (2 objectives)"
+    )
+    told = [t for t in watch.study_trials if t.state.name == "COMPLETE"]
+    assert len(told) == 6  # nothing pruned
+    key = optuna.samplers._base._CONSTRAINTS_KEY
+    for trial in told:
+        accuracy, time_s = trial.values
+        assert 0 <= accuracy <= 1 and time_s > 0
+        assert trial.system_attrs[key] == [0.0]  # well under the cap: feasible
+    section = result.summary["objectives"]
+    assert section["front"] and section["chosen"] == result.summary["best"]["trial"]
+    front_values = {f["trial"]: f["values"] for f in section["front"]}
+    study_values = {t.number: t.values for t in told}
+    for number, values in front_values.items():
+        assert [values["accuracy"], values["train_time_s"]] == pytest.approx(study_values[number])

@@ -1,0 +1,106 @@
+"""A carbon-aware native run: its gate, and the accounting that says what shifting saved."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from basht.energy.carbon import J_PER_KWH as _J_PER_KWH
+from basht.energy.carbon import ScaledIntensity
+from basht.energy.shifting import (
+    CarbonShifter,
+    PerfectForecast,
+    PersistenceForecast,
+    agnostic_schedule,
+    emissions_g,
+    oracle_emissions_g,
+)
+from basht.errors import ArgumentError
+from basht.experiment import parse_deadline
+from basht.tune.carbon_gate import CarbonGate
+from basht.tune.factory import expected_epochs
+
+if TYPE_CHECKING:
+    from basht.bench.lifecycle import RunContext
+
+log = logging.getLogger(__name__)
+
+
+def carbon_gate(ctx: RunContext) -> CarbonGate | None:
+    """The gate of a run with `schedule.carbon_aware`, on the run's (maybe replayed) series."""
+    exp = ctx.experiment
+    schedule = exp.schedule
+    if not schedule.carbon_aware:
+        return None
+    intensity = ctx.intensity
+    scaled = isinstance(intensity, ScaledIntensity)
+    series = intensity.series if scaled else intensity
+    now = time.time()
+    series_now = intensity.to_series(now) if scaled else now
+    # A duration counts from the run's start (deploy), where the replayed series starts.
+    started = intensity.series_start if scaled else ctx.notes.get("started_at", now)
+    deadline = parse_deadline(schedule.deadline or "", started)
+    forecast = (
+        PerfectForecast(series) if schedule.forecast == "perfect" else PersistenceForecast(series)
+    )
+    workers = schedule.max_workers or exp.resources.workers
+    shifter = CarbonShifter(forecast, deadline, workers, step_s=schedule.step_s)
+    ctx.notes["schedule_start"] = series_now
+    return CarbonGate(
+        shifter,
+        workers,
+        expected_epochs(exp),
+        to_series=intensity.to_series if scaled else None,
+        to_clock=intensity.to_clock if scaled else None,
+    )
+
+
+def schedule_summary(ctx: RunContext, gate: CarbonGate) -> dict[str, Any]:
+    """What the schedule did and saved: the trials' emissions as run; the same work started at
+    once at full width (carbon-agnostic); the least any schedule could emit knowing the series
+    (the oracle, for divisible work under the same deadline and width); each over the series."""
+    exp = ctx.experiment
+    intensity = ctx.intensity
+    scaled = isinstance(intensity, ScaledIntensity)
+    series = intensity.series if scaled else intensity
+    scale = exp.schedule.time_scale
+    energy_j = emitted_g = 0.0
+    for (kind, _, _), account in ctx.monitor.all_accounts().items() if ctx.monitor else ():
+        if kind == "trial":
+            energy_j += account.energy_j
+            emitted_g += account.emissions_g
+    work_s = sum(t.train_s + t.validate_s for t in ctx.store.trials(ctx.run_id)) * scale
+    start = ctx.notes.get("schedule_start", 0.0)
+    shifter = gate.shifter
+    summary: dict[str, Any] = {
+        "carbon_aware": True,
+        "deadline": shifter.deadline,
+        "start": start,
+        "time_scale": scale,
+        "max_workers": gate.max_workers,
+        "forecast": shifter.forecast.describe(),
+        "intensity": series.describe(),
+        "decisions": gate.log,
+        "trial_energy_kwh": energy_j / _J_PER_KWH,
+        "emissions_g": emitted_g,
+    }
+    if work_s > 0 and energy_j > 0:
+        power_w = energy_j / work_s  # per worker, in series seconds
+        agnostic = emissions_g(series, agnostic_schedule(start, work_s, gate.max_workers, power_w))
+        try:
+            oracle = oracle_emissions_g(
+                series, start, shifter.deadline, work_s, gate.max_workers, power_w
+            )
+        except ArgumentError:  # the work as run did not fit the deadline at full width
+            oracle = agnostic
+        summary.update(
+            agnostic_emissions_g=agnostic,
+            oracle_emissions_g=oracle,
+            saving_g=agnostic - emitted_g,
+            saving_percent=100 * (agnostic - emitted_g) / agnostic if agnostic > 0 else None,
+            oracle_share_percent=100 * (agnostic - emitted_g) / (agnostic - oracle)
+            if agnostic > oracle
+            else None,
+        )
+    return summary
