@@ -11,7 +11,7 @@ import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -444,8 +444,12 @@ def curves(
 def simulate(
     file: Annotated[Path, typer.Argument(help="Experiment file (YAML or JSON).")],
     curves: Annotated[
-        Path, typer.Option(help="Measured curves to replay (a `basht curves` table).")
-    ],
+        Path | None,
+        typer.Option(
+            help="Measured curves to replay (a `basht curves` table); an lcbench experiment "
+            "needs none: its surrogate gives the curves."
+        ),
+    ] = None,
     workers: Annotated[
         int | None,
         typer.Option(
@@ -472,8 +476,9 @@ def simulate(
 ) -> None:
     """What FILE's search would take with each pruner at WORKERS workers, on a virtual clock.
 
-    Replays measured curves (record them with `pruner: none` and `basht curves`), so 500
-    workers and 100,000 trials take seconds; times are virtual, medians over the seeds.
+    Replays measured curves (record them with `pruner: none` and `basht curves`), or the LCBench
+    surrogate's for an lcbench experiment (with each pruner's regret against the task's optimum),
+    so 500 workers and 100,000 trials take seconds; times are virtual, medians over the seeds.
     """
     from basht.engine.recorded import RecordedCurves
     from basht.experiment import load_experiment
@@ -482,11 +487,26 @@ def simulate(
 
     if target is not None and target_top is not None:
         raise BashtError("--target and --target-top: give one")
-    table = RecordedCurves.load(curves)
+    experiment = load_experiment(file)
+    table: Any
+    if curves is not None:
+        table = RecordedCurves.load(curves)
+    elif experiment.workload.name == "lcbench":
+        from basht.workloads.lcbench import LCBenchCurve
+
+        task = experiment.workload.params.get("task", "3945")
+        table = LCBenchCurve(task, experiment.search.metric)
+    else:
+        raise BashtError(
+            "--curves: give the measured curves to replay (`basht curves` writes them); only an "
+            "lcbench experiment brings its own"
+        )
     if target_top is not None:
+        if not hasattr(table, "target"):
+            raise BashtError("--target-top: needs recorded curves (--curves)")
         target = table.target(target_top)
     rows = simulate_experiment(
-        load_experiment(file),
+        experiment,
         table,
         pruners=SIMULATED_PRUNERS
         if pruners is None
@@ -498,7 +518,7 @@ def simulate(
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
     else:
-        console.print(simulation_table(rows, curves.name))
+        console.print(simulation_table(rows, curves.name if curves else "the LCBench surrogate"))
 
 
 @app.command()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console, Group
@@ -77,6 +78,8 @@ def result_tables(summary: dict[str, Any]) -> Group:
     parts: list[Any] = [head]
     if summary.get("objectives"):
         parts.append(front_table(summary))
+    if schedule_of(summary):
+        parts.append(schedule_table(summary))
     parts.append(phases)
     if summary.get("cluster"):
         parts.append(cluster_tables(summary["cluster"]))
@@ -239,6 +242,150 @@ def front_table(summary: dict[str, Any]) -> Table:
     return table
 
 
+# -- a carbon-aware schedule ---------------------------------------------------------------------
+
+#: The gate's reason for a decision that holds the work back (`basht.energy.shifting.Decision`).
+HELD = "dirty: held"
+
+
+def schedule_of(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's carbon-aware schedule (`measurement.schedule`), or None for any other run."""
+    schedule = (summary.get("measurement") or {}).get("schedule")
+    return schedule if isinstance(schedule, dict) and schedule.get("carbon_aware") else None
+
+
+def iso_utc(t: float) -> str:
+    """Unix seconds as `2023-06-10T18:00:00Z`."""
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def span(seconds: float) -> str:
+    """A length of (series) time in the unit that reads best: `45 s`, `12 min`, `3.2 h`, `2.5 d`."""
+    seconds = abs(seconds)
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.3g} h"
+    return f"{seconds / 86400:.3g} d"
+
+
+def schedule_end(summary: dict[str, Any]) -> float | None:
+    """When the run's work ended, in series time: the end of the run phase of the attempt that
+    wrote the schedule (the last), mapped onto the series from the schedule's `start` (the
+    series time when that run phase began) at `time_scale` series seconds a second. None when
+    the summary has no such phase. Its last trial ended at the latest then, so a deadline this
+    meets was met by the work."""
+    schedule = schedule_of(summary)
+    runs = [p for p in summary.get("phases") or [] if p.get("name") == "run"]
+    if schedule is None or not runs or schedule.get("start") is None:
+        return None
+    last = max(runs, key=lambda p: (p.get("attempt") or 0, p["start"]))
+    scale = schedule.get("time_scale") or 1.0
+    return schedule["start"] + (last["end"] - last["start"]) * scale
+
+
+def held_periods(schedule: dict[str, Any], end: float | None) -> list[tuple[float, float]]:
+    """The stretches of series time the gate held the work back: from each hold decision to
+    the next decision (or the work's end)."""
+    decisions = schedule.get("decisions") or []
+    periods = []
+    for i, d in enumerate(decisions):
+        if d.get("reason") != HELD:
+            continue
+        until = decisions[i + 1]["at"] if i + 1 < len(decisions) else end
+        if until is not None and until > d["at"]:
+            periods.append((d["at"], until))
+    return periods
+
+
+def deadline_met(summary: dict[str, Any]) -> str:
+    """Whether the work ended by the deadline, in words, with when it ended (series time)."""
+    schedule = schedule_of(summary)
+    end = schedule_end(summary)
+    if schedule is None or end is None or schedule.get("deadline") is None:
+        return "unknown (no run phase recorded)"
+    left = schedule["deadline"] - end
+    if left >= 0:
+        return f"yes: the work ended {iso_utc(end)}, {span(left)} early"
+    return f"no: the work ended {iso_utc(end)}, {span(left)} late"
+
+
+def _g(value: Any) -> str:
+    return "-" if value is None else f"{fmt(value)} gCO2eq"
+
+
+def _percent(value: Any) -> str:
+    return "-" if value is None else f"{value:.3g} %"
+
+
+def schedule_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """The schedule as (label, value) rows, the console's and the HTML report's; none for a
+    run that was not carbon-aware. Times are the series' (UTC), as the deadline is."""
+    schedule = schedule_of(summary)
+    if schedule is None:
+        return []
+    source = energy_source(summary) or "source unknown"
+    decisions = schedule.get("decisions") or []
+    end = schedule_end(summary)
+    held = held_periods(schedule, end)
+    holds = sum(d.get("reason") == HELD for d in decisions)
+    held_s = sum(b - a for a, b in held)
+    forecast = str(schedule.get("forecast") or "-").split(" of ", 1)[0]
+    scale = schedule.get("time_scale") or 1.0
+    start = schedule.get("start")
+    window = "-" if start is None else f"from {iso_utc(start)}"
+    if scale != 1.0:
+        window += f", replayed at {scale:g} series seconds a second"
+    saving = schedule.get("saving_percent")
+    saved = "-" if saving is None else f"{saving:.3g} % ({_g(schedule.get('saving_g'))})"
+    deadline = schedule.get("deadline")
+    return [
+        ("deadline", "-" if deadline is None else iso_utc(deadline)),
+        ("deadline met", deadline_met(summary)),
+        ("series time", window),
+        ("workers", f"up to {fmt(schedule.get('max_workers'))}"),
+        ("forecast", forecast),
+        ("carbon intensity", str(schedule.get("intensity") or "-")),
+        (f"emissions as run ({source})", _g(schedule.get("emissions_g"))),
+        ("carbon-agnostic", _g(schedule.get("agnostic_emissions_g"))),
+        ("oracle", _g(schedule.get("oracle_emissions_g"))),
+        ("saving against carbon-agnostic", saved),
+        ("share of the oracle's saving", _percent(schedule.get("oracle_share_percent"))),
+        (
+            "hold decisions",
+            f"{holds} of {len(decisions)} decisions"
+            + (f", held {span(held_s)} of series time" if held else ""),
+        ),
+    ]
+
+
+#: What the schedule table's figures mean (`basht.bench.carbon_schedule.schedule_summary`).
+SCHEDULE_NOTES = (
+    "Emissions are the trials' own, over the carbon series. Carbon-agnostic: the same work "
+    "started at once at full width. Oracle: the least any schedule knowing the series could "
+    "emit with the same work, deadline and workers. Times are series time (UTC)."
+)
+
+
+def schedule_table(summary: dict[str, Any]) -> Table:
+    """A carbon-aware run's schedule: its deadline and whether it was met, the forecast, the
+    emissions as run against carbon-agnostic and the oracle, and how often it held back."""
+    table = Table(
+        title="carbon-aware schedule",
+        show_header=False,
+        title_justify="left",
+        caption=Text(SCHEDULE_NOTES),
+        caption_justify="left",
+    )
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for label, value in schedule_rows(summary):
+        table.add_row(Text(label), Text(value))  # Text: a file name may hold "[/x]"
+    return table
+
+
 #: Reasons shown at most; results.json keeps every trial's.
 _REASONS_SHOWN = 5
 #: Trial numbers shown at most beside one reason.
@@ -359,9 +506,10 @@ def simulation_table(rows: list[dict[str, Any]], curves: str) -> Table:
     first = rows[0]
     target, seeds = first["target"], len(first["seeds"])
     table = Table(
-        title=f"{first['workers']} simulated workers, curves recorded in {curves}, "
+        title=f"{first['workers']} simulated workers, curves from {curves}, "
         f"medians over {seeds} seeds" + ("" if target is None else f", target {target:.4g}")
     )
+    with_regret = "median_regret" in first
 
     def timing(row: dict[str, Any]) -> list[str]:
         if target is None:
@@ -375,13 +523,23 @@ def simulation_table(rows: list[dict[str, Any]], curves: str) -> Table:
         if target is None
         else ["reached", "to target (virtual s)", "best value"]
     )
-    for column in ["pruner", *middle, "trained to max", "wall (s)"]:
+    regret = ["regret", "normalised regret"] if with_regret else []
+    for column in ["pruner", *middle, *regret, "trained to max", "wall (s)"]:
         table.add_column(column, justify="left" if column == "pruner" else "right")
     for row in rows:
+        regrets = (
+            [fmt(row["median_regret"]), fmt(row["median_normalised_regret"])] if with_regret else []
+        )
         table.add_row(
             row["pruner"],
             *timing(row),
+            *regrets,
             f"{row['median_trained_to_max']:g}",
             f"{row['median_wall_s']:.2f}",
+        )
+    if with_regret:
+        table.caption = (
+            f"regret: below the best val_accuracy of {first['optimum']:.4g} that a large random "
+            "sample of the surrogate reaches; normalised by that sample's best-to-worst span"
         )
     return table

@@ -59,6 +59,7 @@ def simulate(
     objectives: Objectives | None = None,
     max_budget: int | None = None,
     gate: Gate | None = None,
+    record_completions: bool = False,
 ) -> SimulationResult:
     """Run `algorithm` to its end (or `max_time_s` virtual seconds, or `target`), keeping nothing.
 
@@ -66,7 +67,9 @@ def simulate(
     algorithm's, or every comparison would run the wrong way. With `objectives` (an algorithm
     built `scored`) the measured metric a simulation has is the time: `train_time_s`, projected
     to `max_budget`, and `train_time_s_spent`, on the virtual clock. A `gate` (a carbon-aware
-    schedule, `basht.tune.carbon_gate`) holds the work back on the same clock.
+    schedule, `basht.tune.carbon_gate`) holds the work back on the same clock. With
+    `record_completions` (or objectives) the result lists each completed trial's time and
+    metrics, so a benchmark can read the best choice at any point of the run.
     """
     curve_mode = getattr(curve, "mode", None)
     if curve_mode is not None and curve_mode != algorithm.mode:
@@ -89,7 +92,7 @@ def simulate(
     def on_trial(trial_id: int, worker: int, event: str) -> None:
         if event == TrialState.COMPLETED:
             first_completed.append(executor.now())
-            if objectives is None:
+            if objectives is None and not record_completions:
                 tuner.on_trial = None  # heard: the rest of the run pays no call per trial event
             else:
                 completed.append((executor.now(), trial_id))
@@ -136,7 +139,10 @@ def simulate(
         stop_reason=status.stop_reason,
         counts={k: v for k, v in status.counts.items() if v},
         wall_s=wall_s,
-        completed=[(at, tuner.trials[n].metrics or {}) for at, n in completed],
+        completed=[
+            (at, tuner.trials[n].metrics or {algorithm.metric: tuner.trials[n].value})
+            for at, n in completed
+        ],
     )
 
 
@@ -189,7 +195,7 @@ def simulate_experiment(
         )
     if search.max_trials is None:
         raise BashtError("simulating needs search.max_trials, or it would not end")
-    if search.sampler == "tpe":
+    if search.sampler == "tpe" and not getattr(curves, "by_value", False):
         raise BashtError(
             "search.sampler: tpe models how results depend on the configuration's values, and "
             "recorded curves are drawn by row, not by value; simulate with sampler: random"
@@ -238,6 +244,25 @@ def simulate_experiment(
                     r.counts.get(TrialState.COMPLETED, 0) for r in runs
                 ),
                 "median_wall_s": statistics.median(r.wall_s for r in runs),
+                **regret(curves, [r.best_completed for r in runs]),
             }
         )
     return rows
+
+
+def regret(curves: Any, finals: Sequence[float | None]) -> dict[str, Any]:
+    """How far the runs' final choices fall short of the best value known for the curves (a
+    surrogate's optimum over a large sample): the median regret, and normalised by the span
+    from the optimum to the sample's worst; nothing when the curves know no optimum."""
+    best, worst = getattr(curves, "optimum", None), getattr(curves, "worst", None)
+    if best is None or not finals:
+        return {}
+    sign = 1.0 if curves.mode == "max" else -1.0
+    regrets = [sign * (best - value) if value is not None else math.inf for value in finals]
+    span = sign * (best - worst) if worst is not None else None
+    median = statistics.median(regrets)
+    return {
+        "optimum": best,
+        "median_regret": median,
+        "median_normalised_regret": median / span if span else None,
+    }

@@ -202,6 +202,51 @@ def predict(task: str | int, configs: Sequence[Mapping[str, Any]]) -> np.ndarray
     return _run(task, rows.reshape(-1, 8)).reshape(len(values), EPOCHS, len(OUTPUTS))
 
 
+#: Per task, what the surrogate gives at the last epoch over a large random sample: the best,
+#: worst and median validation accuracy (the reference regret is measured against).
+OPTIMA = DATA / "optima.json"
+REFERENCE_SAMPLES = 100_000
+
+
+def reference(task: str | int, samples: int = REFERENCE_SAMPLES, seed: int = 0) -> dict[str, Any]:
+    """The best, worst and median `val_accuracy` at epoch 52 of `samples` configurations drawn
+    uniformly (log-uniformly where the space says) from the surrogate's space: the optimum a
+    search's regret is measured against, found as the YAHPO and HPOBench papers do, by sampling."""
+    task = _check_task(task, "task")
+    rng = np.random.default_rng(seed)
+    rows = np.empty((samples, 8), dtype=np.float32)
+    rows[:, 0] = EPOCHS
+    for column, spec in enumerate(space().values(), start=1):
+        low, high = float(spec["low"]), float(spec["high"])
+        if spec.get("log"):
+            drawn = np.exp(rng.uniform(np.log(low), np.log(high), samples))
+        else:
+            drawn = rng.uniform(low, high, samples)
+        if spec["type"] == "int":
+            drawn = np.clip(np.round(drawn), low, high)
+        rows[:, column] = drawn
+    if tuple(space()) != HYPERPARAMETERS:  # the columns are the model's inputs, in its order
+        raise AssertionError(f"space order {tuple(space())} is not {HYPERPARAMETERS}")
+    accuracy = _run(task, rows)[:, OUTPUTS.index("val_accuracy")].astype(np.float64)
+    return {
+        "best": float(accuracy.max()),
+        "worst": float(accuracy.min()),
+        "median": float(np.median(accuracy)),
+        "samples": samples,
+        "seed": seed,
+        "epoch": EPOCHS,
+    }
+
+
+@functools.lru_cache(maxsize=1)
+def optima() -> dict[str, dict[str, Any]]:
+    """The stored `reference` of every task (written by `benchmarks/lcbench.py --optima`)."""
+    try:
+        return json.loads(OPTIMA.read_text())["tasks"]
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
 @functools.lru_cache(maxsize=4096)
 def _curve(task: str, values: tuple[float, ...]) -> dict[str, tuple[float, ...]]:
     """One configuration's outputs at epochs 1..52 (index 0..51) as plain floats, plus
@@ -327,12 +372,19 @@ class LCBenchCurve:
 
     epochs = EPOCHS
     load_s = 0.0
+    by_value = (
+        True  # a curve of the configuration's values, not of a recorded row: TPE may model it
+    )
 
     def __init__(self, task: str | int = "3945", metric: str = "val_accuracy"):
         self.task = _check_task(task, "task")
         if metric not in _MODES:
             raise WorkloadError(f"metric must be one of {', '.join(_MODES)}, not {metric!r}")
         self.metric, self.mode = metric, _MODES[metric]
+        known = optima().get(self.task) if metric == "val_accuracy" else None
+        # The best and worst val_accuracy of a large sample (None: not stored for this metric).
+        self.optimum = known["best"] if known else None
+        self.worst = known["worst"] if known else None
         # id(config) -> (config, values, seconds); the stored reference keeps the id unused.
         self._cache: dict[int, tuple[Any, tuple[float, ...], tuple[float, ...]]] = {}
 

@@ -1,0 +1,379 @@
+"""LCBench: Basht's algorithms against Syne Tune's, on a surrogate benchmark everyone can check.
+
+LCBench (Zimmer, Lindauer, Hutter 2021, "Auto-PyTorch: Multi-Fidelity Metalearning for
+Efficient and Robust AutoDL", IEEE TPAMI 43(9)) through YAHPO Gym's surrogate (Pfisterer,
+Schneider, Moosbauer, Binder, Bischl 2022, "YAHPO Gym — An Efficient Multi-Objective
+Multi-Fidelity Benchmark for Hyperparameter Optimization", AutoML Conf; Apache-2.0, shipped in
+`basht/workloads/data/lcbench/`): a funnel MLP's learning curves over 52 epochs on OpenML tasks,
+with each epoch's predicted seconds.
+
+Every job is simulated on a virtual clock, on `--workers` workers, for a budget of simulated time
+per task (`--budget` times the median 52-epoch trial's seconds, from a sample of 1,000 random
+configurations):
+
+* Basht (`basht.tune.simulate`, the Tuner on the simulated executor): random search, SHA,
+  Hyperband, ASHA, async Hyperband (promotion, as Basht runs them when trials checkpoint), and
+  TPE with ASHA;
+* Syne Tune's own simulator backend (`UserBlackboxBackend` over the same surrogate, with its
+  `SimulatorCallback`): its ASHA (one bracket) and Hyperband (ASHA with every bracket), both the
+  stopping kind, which is what Syne Tune's ASHA is.
+
+Regret: the best validation accuracy a large random sample of the surrogate reaches on the task
+(`basht/workloads/data/lcbench/optima.json`, 100,000 configurations at epoch 52, written by
+`--optima`) less the best accuracy of the trials trained to 52 epochs by a time; normalised by
+the sample's best-to-worst span. Reported: the median normalised regret at 10 %, 50 % and 100 %
+of the budget, each method's rank per task (by its median at 100 %), the tasks where Basht's ASHA
+is no worse than Syne Tune's, and the wall time each simulator took for the same jobs.
+
+    python benchmarks/lcbench.py [--tasks 34] [--seeds 10] [--workers 4,32] [--budget 20]
+    python benchmarks/lcbench.py --optima      # the per-task optima, once (about 2 minutes)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from _results import write_results  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+BASHT = {  # method -> (sampler, pruner)
+    "random": ("random", "none"),
+    "SHA": ("random", "sha"),
+    "Hyperband": ("random", "hyperband"),
+    "ASHA": ("random", "asha"),
+    "async Hyperband": ("random", "async-hyperband"),
+    "TPE+ASHA": ("tpe", "asha"),
+}
+SYNE_TUNE = {"Syne Tune ASHA": 1, "Syne Tune Hyperband": 4}  # method -> brackets
+FRACTIONS = (0.1, 0.5, 1.0)
+EPOCHS = 52
+
+
+def write_optima(samples: int) -> None:
+    from basht.workloads.lcbench import OPTIMA, reference, tasks
+
+    found = {}
+    for task in tasks():
+        found[task] = reference(task, samples)
+        print(f"task {task}: best {found[task]['best']:.3f}", file=sys.stderr)
+    OPTIMA.write_text(
+        json.dumps(
+            {
+                "about": "per task, the best, worst and median val_accuracy (percent) at epoch 52 "
+                "of a uniform (log-uniform where the space says) random sample of the surrogate; "
+                "written by benchmarks/lcbench.py --optima",
+                "tasks": found,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
+    print(f"wrote {OPTIMA}")
+
+
+def median_trial_s(task: str) -> float:
+    """The median seconds of a 52-epoch trial, over 1,000 random configurations."""
+    import numpy as np
+
+    from basht.tune.samplers import RandomSampler
+    from basht.workloads.lcbench import OUTPUTS, predict, space
+
+    sampler = RandomSampler(space(), 12345)
+    curves = predict(task, [sampler.next() for _ in range(1000)])
+    elapsed = np.maximum.accumulate(np.maximum(curves[:, :, OUTPUTS.index("time")], 0), axis=1)
+    return float(np.median(elapsed[:, -1]))
+
+
+def experiment(task: str, sampler: str, pruner: str, seed: int) -> dict[str, Any]:
+    from basht.workloads.lcbench import space
+
+    return {
+        "name": "lcbench",
+        "seed": seed,
+        "workload": {"name": "lcbench", "params": {"task": task}},
+        "space": space(),
+        "search": {
+            "sampler": sampler,
+            "pruner": pruner,
+            "metric": "val_accuracy",
+            "mode": "max",
+            "min_budget": 1,
+            "max_budget": EPOCHS,
+            "eta": 3,
+            "max_trials": 1_000_000,  # the simulated time ends each job
+        },
+    }
+
+
+def basht_job(task: str, method: str, seed: int, workers: int, budget_s: float) -> dict:
+    """One Basht job: the completions (time, val_accuracy) within the budget, and its wall time."""
+    from basht.experiment import Experiment
+    from basht.tune.factory import make_algorithm
+    from basht.tune.simulate import simulate
+    from basht.workloads.lcbench import LCBenchCurve
+
+    sampler, pruner = BASHT[method]
+    algorithm = make_algorithm(Experiment.from_dict(experiment(task, sampler, pruner, seed)))
+    start = time.perf_counter()
+    result = simulate(
+        algorithm,
+        workers,
+        LCBenchCurve(task),
+        max_time_s=budget_s,
+        seed=seed,
+        record_completions=True,
+    )
+    wall_s = time.perf_counter() - start
+    done = [(at, m["val_accuracy"]) for at, m in result.completed if at <= budget_s]
+    return {"completed": done, "wall_s": wall_s}
+
+
+def _blackbox(task: str) -> Any:
+    """The surrogate as a Syne Tune blackbox: val_accuracy and cumulative seconds per epoch."""
+    import numpy as np
+    from syne_tune.blackbox_repository.blackbox import Blackbox
+    from syne_tune.config_space import lograndint, loguniform, randint, uniform
+
+    from basht.workloads.lcbench import OUTPUTS, predict, space
+
+    def domain(spec: dict[str, Any]) -> Any:
+        low, high, log = spec["low"], spec["high"], spec.get("log", False)
+        if spec["type"] == "int":
+            return lograndint(low, high) if log else randint(low, high)
+        return loguniform(low, high) if log else uniform(low, high)
+
+    class Surrogate(Blackbox):
+        def __init__(self) -> None:
+            super().__init__(
+                configuration_space={k: domain(v) for k, v in space().items()},
+                fidelity_space={"epoch": randint(1, EPOCHS)},
+                objectives_names=["val_accuracy", "time"],
+            )
+
+        @property
+        def fidelity_values(self) -> np.ndarray:
+            return np.arange(1, EPOCHS + 1)
+
+        def _objective_function(self, configuration, fidelity=None, seed=None):
+            curve = predict(task, [configuration])[0]
+            accuracy = curve[:, OUTPUTS.index("val_accuracy")].astype(float)
+            # The same clock Basht's simulator runs on: time spent stays spent.
+            elapsed = np.maximum.accumulate(np.maximum(curve[:, OUTPUTS.index("time")], 0.0))
+            values = np.stack([accuracy, elapsed.astype(float)], axis=1)
+            if fidelity is None:
+                return values
+            return dict(zip(self.objectives_names, values[int(fidelity["epoch"]) - 1], strict=True))
+
+    return Surrogate()
+
+
+def synetune_job(task: str, method: str, seed: int, workers: int, budget_s: float) -> dict:
+    """One Syne Tune job on its simulator backend, with the same budget and workers."""
+    from syne_tune import StoppingCriterion, Tuner
+    from syne_tune.backend.simulator_backend.simulator_callback import SimulatorCallback
+    from syne_tune.blackbox_repository.simulated_tabular_backend import UserBlackboxBackend
+    from syne_tune.optimizer.baselines import ASHA
+
+    blackbox = _blackbox(task)
+    backend = UserBlackboxBackend(blackbox=blackbox, elapsed_time_attr="time", seed=seed)
+    scheduler = ASHA(
+        blackbox.configuration_space,
+        metric="val_accuracy",
+        do_minimize=False,
+        time_attr="epoch",
+        max_t=EPOCHS,
+        grace_period=1,
+        reduction_factor=3,
+        brackets=SYNE_TUNE[method],
+        random_seed=seed,
+    )
+    callback = SimulatorCallback()
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as folder:
+        os.environ["SYNETUNE_FOLDER"] = folder
+        tuner = Tuner(
+            trial_backend=backend,
+            scheduler=scheduler,
+            stop_criterion=StoppingCriterion(max_wallclock_time=budget_s),
+            n_workers=workers,
+            sleep_time=0,
+            callbacks=[callback],
+            results_update_interval=1e9,
+            print_update_interval=1e9,
+            save_tuner=False,
+        )
+        with contextlib.redirect_stdout(io.StringIO()):  # its banners, not our table
+            tuner.run()
+        frame = callback.dataframe()
+    wall_s = time.perf_counter() - start
+    final = frame[frame["epoch"] == EPOCHS]
+    done = sorted(
+        (float(t), float(v))
+        for t, v in zip(final["st_tuner_time"], final["val_accuracy"], strict=True)
+        if t <= budget_s
+    )
+    return {"completed": done, "wall_s": wall_s}
+
+
+def regret_at(done: list[tuple[float, float]], at: float, best: float, worst: float) -> float:
+    """Normalised regret of the best trial trained to 52 epochs by `at` (1: none yet)."""
+    reached = [v for t, v in done if t <= at]
+    if not reached:
+        return 1.0
+    return (best - max(reached)) / (best - worst)
+
+
+def run_task(task: str, seeds: int, workers: int, budget: float, syne: bool) -> list[dict]:
+    from basht.workloads.lcbench import optima
+
+    known = optima().get(task)
+    if known is None:
+        raise SystemExit(f"no optimum stored for task {task}: run benchmarks/lcbench.py --optima")
+    budget_s = budget * median_trial_s(task)
+    jobs = {m: basht_job for m in BASHT}
+    if syne:
+        jobs.update({m: synetune_job for m in SYNE_TUNE})
+    rows = []
+    for method, job in jobs.items():
+        runs = [job(task, method, seed, workers, budget_s) for seed in range(seeds)]
+        rows.append(
+            {
+                "task": task,
+                "workers": workers,
+                "method": method,
+                "budget_s": budget_s,
+                "median_normalised_regret": {
+                    str(f): statistics.median(
+                        regret_at(r["completed"], f * budget_s, known["best"], known["worst"])
+                        for r in runs
+                    )
+                    for f in FRACTIONS
+                },
+                "median_trained_to_max": statistics.median(len(r["completed"]) for r in runs),
+                "wall_s": sum(r["wall_s"] for r in runs),
+            }
+        )
+    ranked = sorted(rows, key=lambda r: r["median_normalised_regret"]["1.0"])
+    for rank, row in enumerate(ranked, start=1):
+        row["rank"] = rank
+    return rows
+
+
+def summarise(rows: list[dict]) -> dict[str, Any]:
+    by = {(r["task"], r["workers"], r["method"]): r for r in rows}
+    cases = sorted({(r["task"], r["workers"]) for r in rows})
+    summary: dict[str, Any] = {"methods": {}}
+    for method in dict.fromkeys(r["method"] for r in rows):
+        mine = [by[c + (method,)] for c in cases if c + (method,) in by]
+        summary["methods"][method] = {
+            "median_regret_at": {
+                str(f): statistics.median(r["median_normalised_regret"][str(f)] for r in mine)
+                for f in FRACTIONS
+            },
+            "median_rank": statistics.median(r["rank"] for r in mine),
+            "wall_s": sum(r["wall_s"] for r in mine),
+        }
+    if "Syne Tune ASHA" in summary["methods"]:
+        no_worse = [
+            f"{task}@{workers}"
+            for task, workers in cases
+            if by[(task, workers, "ASHA")]["median_normalised_regret"]["1.0"]
+            <= by[(task, workers, "Syne Tune ASHA")]["median_normalised_regret"]["1.0"]
+        ]
+        summary["basht_asha_no_worse_than_synetune_asha"] = {
+            "cases": len(no_worse),
+            "of": len(cases),
+            "which": no_worse,
+        }
+        basht_s = summary["methods"]["ASHA"]["wall_s"]
+        syne_s = summary["methods"]["Syne Tune ASHA"]["wall_s"]
+        summary["asha_wall_time_ratio_synetune_over_basht"] = syne_s / basht_s if basht_s else None
+    return summary
+
+
+def print_tables(summary: dict[str, Any], setting: dict[str, Any]) -> None:
+    table = Table(
+        title=f"LCBench: median normalised regret over {setting['tasks']} tasks x "
+        f"{setting['workers']} workers, {setting['seeds']} seeds"
+    )
+    for column in ("method", *(f"regret @{int(f * 100)}%" for f in FRACTIONS), "rank", "wall (s)"):
+        table.add_column(column, justify="left" if column == "method" else "right")
+    for method, s in summary["methods"].items():
+        table.add_row(
+            method,
+            *(f"{s['median_regret_at'][str(f)]:.4f}" for f in FRACTIONS),
+            f"{s['median_rank']:g}",
+            f"{s['wall_s']:.1f}",
+        )
+    Console().print(table)
+    if "basht_asha_no_worse_than_synetune_asha" in summary:
+        c = summary["basht_asha_no_worse_than_synetune_asha"]
+        print(
+            f"Basht's ASHA's median regret is no higher than Syne Tune's ASHA in {c['cases']} of "
+            f"{c['of']} task x workers cases; Syne Tune's simulator took "
+            f"{summary['asha_wall_time_ratio_synetune_over_basht']:.1f}x Basht's wall time for "
+            "the same ASHA jobs"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--optima", action="store_true", help="write the per-task optima")
+    parser.add_argument("--samples", type=int, default=100_000)
+    parser.add_argument("--tasks", type=int, default=34, help="the first N of the 34 tasks")
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--workers", default="4,32")
+    parser.add_argument("--budget", type=float, default=20.0)
+    parser.add_argument("--no-synetune", action="store_true")
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "lcbench.json")
+    args = parser.parse_args()
+    if args.optima:
+        write_optima(args.samples)
+        return
+    from basht.workloads.lcbench import tasks
+
+    syne = not args.no_synetune
+    logging.getLogger("syne_tune").setLevel(logging.WARNING)
+    if syne:
+        try:
+            import syne_tune  # noqa: F401
+        except ImportError:
+            raise SystemExit("Syne Tune is not installed: pip install 'basht[peers]'") from None
+    chosen = list(tasks()[: args.tasks])
+    workers = [int(w) for w in args.workers.split(",")]
+    rows = []
+    for task in chosen:
+        for n in workers:
+            rows += run_task(task, args.seeds, n, args.budget, syne)
+        print(f"task {task} done", file=sys.stderr)
+    setting = {
+        "tasks": len(chosen),
+        "task_ids": chosen,
+        "seeds": args.seeds,
+        "workers": workers,
+        "budget": f"{args.budget:g} x the task's median 52-epoch trial seconds",
+        "regret": "normalised: (sample best - best trained to 52 epochs) / (best - worst)",
+    }
+    summary = summarise(rows)
+    print_tables(summary, {**setting, "workers": args.workers})
+    write_results(args.out, "lcbench", {"setting": setting, "summary": summary, "rows": rows})
+
+
+if __name__ == "__main__":
+    main()
