@@ -302,3 +302,49 @@ def test_basht_run_tunes_lcbench(tmp_path: Path) -> None:
     assert results["workload"]["name"] == "lcbench"
     assert "OpenML task 7593" in results["workload"]["dataset"]
     assert "test test_balanced_accuracy" in " ".join(proc.stdout.split())
+
+
+def test_every_task_has_a_stored_optimum_from_a_large_sample() -> None:
+    stored = lcbench.optima()
+    assert set(stored) == set(lcbench.tasks())
+    for reference in stored.values():
+        assert reference["worst"] < reference["median"] < reference["best"] <= 100
+        assert reference["samples"] >= 100_000
+    # The sample is reproducible: a smaller one of the same seed never beats the stored best.
+    small = lcbench.reference("3945", samples=2_000)
+    assert small["best"] <= stored["3945"]["best"]
+
+
+def test_the_curve_knows_its_task_optimum_and_regret_is_measured_against_it() -> None:
+    from basht.tune.simulate import regret
+
+    curve = LCBenchCurve("3945")
+    best, worst = curve.optimum, curve.worst
+    assert best == lcbench.optima()["3945"]["best"]
+    got = regret(curve, [best - 1.0, best - 3.0, None])
+    assert got["median_regret"] == pytest.approx(3.0)
+    assert got["median_normalised_regret"] == pytest.approx(3.0 / (best - worst))
+    assert regret(LCBenchCurve("3945", "val_cross_entropy"), [1.0]) == {}
+
+
+@pytest.mark.integration
+def test_basht_simulate_needs_no_curves_for_lcbench_and_reports_regret(tmp_path: Path) -> None:
+    done = basht(
+        "simulate",
+        str(ROOT / "examples" / "lcbench.yaml"),
+        "--seeds",
+        "1",
+        "--pruners",
+        "asha,sha",
+        "--json",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert [r["pruner"] for r in rows] == ["asha", "sha"]
+    for row in rows:
+        assert 0 <= row["median_normalised_regret"] <= 1
+        assert row["optimum"] == lcbench.optima()["3945"]["best"]
+    other = basht("simulate", str(ROOT / "examples" / "sleep-smoke.yaml"), cwd=tmp_path)
+    assert other.returncode == 2
+    assert "--curves" in other.stderr and "\n" not in other.stderr.strip()
