@@ -265,8 +265,8 @@ class SearchSpec(_Strict):
 
     sampler: Literal["random", "grid", "tpe", "nsga2"] = "random"
     """Where new configurations come from: `random`, `grid`, `tpe` (Optuna's TPE; systems
-    native and optuna; with several objectives its multi-objective TPE), or `nsga2` (Optuna's
-    NSGA-II, with several objectives)."""
+    native and optuna; with several objectives its multi-objective TPE; Syne Tune's own TPE with
+    system synetune), or `nsga2` (Optuna's NSGA-II, with several objectives)."""
     pruner: Literal["none", "sha", "asha", "hyperband", "async-hyperband"] = "none"
     """The algorithm: `none` trains every trial to `max_budget`; the others stop or pause weak
     trials at rungs `min_budget · eta^k`."""
@@ -696,6 +696,9 @@ class PlanStageSpec(_PlanPart):
     """The trials that train in this stage."""
     epochs: PositiveInt
     """The epochs each of them trains in it."""
+    delay_s: float = Field(default=0.0, ge=0, lt=1e9, allow_inf_nan=False)
+    """Seconds the run waits before the stage starts, holding no instances (a carbon plan's
+    wait for a cleaner grid; over `schedule.time_scale` when a series is replayed)."""
 
 
 class PlanJobSpec(_PlanPart):
@@ -869,8 +872,8 @@ class PlanSpec(_PlanPart):
 
 
 def peer_limit(experiment: Experiment, system: str) -> tuple[str, str] | None:
-    """What a peer system (Optuna, Ray Tune) cannot run of this experiment, as (key, why); the
-    same file then compares like with like, or is refused before anything runs."""
+    """What a peer system (Optuna, Ray Tune, Syne Tune) cannot run of this experiment, as (key,
+    why); the same file then compares like with like, or is refused before anything runs."""
     if system == "native":
         return None
     if experiment.executor != "local":
@@ -902,6 +905,8 @@ def peer_limit(experiment: Experiment, system: str) -> tuple[str, str] | None:
             f"{experiment.engine.scheduler} is Basht's engine; system: {system} places "
             "its own trials",
         )
+    if system == "synetune" and experiment.search.sampler == "grid":
+        return ("search.sampler", "grid has no Syne Tune counterpart (random, tpe)")
     return None
 
 
@@ -926,8 +931,8 @@ class Experiment(BaseModel):
     """How configurations are proposed, pruned and ranked, and what ends the search."""
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
     """The workers trials run on and what each may use."""
-    system: Literal["native", "optuna", "raytune"] = "native"
-    """The system under test: Basht itself (`native`), Optuna or Ray Tune."""
+    system: Literal["native", "optuna", "raytune", "synetune"] = "native"
+    """The system under test: Basht itself (`native`), Optuna, Ray Tune or Syne Tune."""
     executor: Literal["local", "ray", "simulated"] = "local"
     """Where `system: native` runs trials: worker processes here (`local`) or Ray (`ray`);
     `simulated` is for Python only (`basht.tune.simulate`)."""
@@ -1234,7 +1239,8 @@ def load_experiment(path: str | Path) -> Experiment:
     csv = experiment.measure.carbon.csv
     if csv is not None and not Path(csv).is_absolute():
         # A time series next to the experiment file is found wherever basht runs from.
-        carbon = experiment.measure.carbon.model_copy(update={"csv": str(path.parent / csv)})
+        csv_path = str((path.parent / csv).resolve())  # and by a resume from another folder
+        carbon = experiment.measure.carbon.model_copy(update={"csv": csv_path})
         measure = experiment.measure.model_copy(update={"carbon": carbon})
         experiment = experiment.model_copy(update={"measure": measure})
     return experiment

@@ -37,9 +37,11 @@ def carbon_gate(ctx: RunContext) -> CarbonGate | None:
     scaled = isinstance(intensity, ScaledIntensity)
     series = intensity.series if scaled else intensity
     now = time.time()
+    if scaled:
+        intensity.anchor(now)
     series_now = intensity.to_series(now) if scaled else now
-    # A duration counts from the run's start (deploy), where the replayed series starts.
-    started = intensity.series_start if scaled else ctx.notes.get("started_at", now)
+    # A duration counts from the run phase's start, where a replayed series starts too.
+    started = intensity.series_start if scaled else now
     deadline = parse_deadline(schedule.deadline or "", started)
     forecast = (
         PerfectForecast(series) if schedule.forecast == "perfect" else PersistenceForecast(series)

@@ -347,6 +347,11 @@ class ScaledIntensity(CarbonIntensity):
         self.series_start, self.time_scale = series_start, time_scale
         self.zone = series.zone
 
+    def anchor(self, clock_now: float) -> None:
+        """The replay starts now: `series_start` is this moment (the run phase begins; deploy and
+        setup do not use up the replayed series)."""
+        self.clock_start = clock_now
+
     def to_series(self, at: float) -> float:
         return self.series_start + (at - self.clock_start) * self.time_scale
 

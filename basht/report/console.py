@@ -317,7 +317,7 @@ def _g(value: Any) -> str:
 
 
 def _percent(value: Any) -> str:
-    return "-" if value is None else f"{value:.3g} %"
+    return "-" if value is None else f"{value:.1f} %"
 
 
 def schedule_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
@@ -339,7 +339,7 @@ def schedule_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     if scale != 1.0:
         window += f", replayed at {scale:g} series seconds a second"
     saving = schedule.get("saving_percent")
-    saved = "-" if saving is None else f"{saving:.3g} % ({_g(schedule.get('saving_g'))})"
+    saved = "-" if saving is None else f"{_percent(saving)} ({_g(schedule.get('saving_g'))})"
     deadline = schedule.get("deadline")
     return [
         ("deadline", "-" if deadline is None else iso_utc(deadline)),

@@ -20,6 +20,7 @@ from basht.report.comparison import Comparison
 from basht.report.console import (
     ENERGY_COLUMNS,
     RAY_NODE_COLUMNS,
+    SCHEDULE_NOTES,
     describe_workload,
     energy_rows,
     energy_source,
@@ -29,6 +30,7 @@ from basht.report.console import (
     front_rows,
     objective_labels,
     ray_node_rows,
+    schedule_rows,
     trial_errors,
 )
 from basht.report.front_plots import FRONT_PLOTS
@@ -42,6 +44,7 @@ from basht.report.plan import (
     cluster_total_rows,
 )
 from basht.report.results import build_summary
+from basht.report.schedule_plots import SCHEDULE_PLOTS
 from basht.store import Store
 
 REPORT = "report.html"
@@ -171,12 +174,14 @@ def run_sections(summary: dict[str, Any], plots: dict[str, Path] | None) -> list
         (name, fmt(m["value"]), m["unit"], m["source"] or "")
         for name, m in summary["metrics"].items()
     ]
+    own = (*FRONT_PLOTS, *SCHEDULE_PLOTS)  # shown in their sections
     front = None if plots is None else {k: p for k, p in plots.items() if k in FRONT_PLOTS}
-    others = None if plots is None else {k: p for k, p in plots.items() if k not in FRONT_PLOTS}
+    others = None if plots is None else {k: p for k, p in plots.items() if k not in own}
     return [
         "<h2>Result</h2>",
         _table(("", ""), head, numeric_from=2),
         *objectives_section(summary, front),
+        *schedule_section(summary, None if plots is None else plots.get("schedule")),
         "<h2>Phases</h2>",
         _table(("phase", "duration (s)", *["ended"] * aborted), phases, numeric_to=2),
         *_cluster_sections(summary),
@@ -227,6 +232,28 @@ def objectives_section(summary: dict[str, Any], plots: dict[str, Path] | None) -
             f"reference point, so it only rises), against {spent}."
         )
         out.append(_image(plots["front_over_time"], "hypervolume over time", caption))
+    return out
+
+
+_SCHEDULE_CAPTION = (
+    "The grid's carbon intensity over the run's window (grey, left axis) and the workers the "
+    "schedule allowed (green step line, right axis), each decision marked by its reason; grey "
+    "bands are held stretches, where running trials paused at their next report (those that "
+    "can checkpoint) and none started. The dashed red line is the deadline, the dotted blue one the end of the run "
+    "phase (the work ended by then). Series time, UTC."
+)
+
+
+def schedule_section(summary: dict[str, Any], plot: Path | None) -> list[str]:
+    """A carbon-aware run: its schedule drawn against the grid, and the console's table of its
+    deadline, forecast, emissions and holds. Nothing for any other run."""
+    rows = schedule_rows(summary)
+    if not rows:
+        return []
+    out = ["<h2>Carbon-aware schedule</h2>"]
+    if plot is not None:
+        out.append(_image(plot, "carbon-aware schedule", _SCHEDULE_CAPTION))
+    out += [_table(("", ""), rows, numeric_from=2), f"<p>{_e(SCHEDULE_NOTES)}</p>"]
     return out
 
 

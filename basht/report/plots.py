@@ -2,7 +2,8 @@
 
 Per run: the best value so far against time, the trials on their workers over time, the energy
 of each trial by its state, and the phase latencies (and for a run of several objectives its
-Pareto front, drawn by `basht.report.front_plots`). Per comparison: the same curves and bars
+Pareto front, drawn by `basht.report.front_plots`; for a carbon-aware run its schedule, drawn by
+`basht.report.schedule_plots`). Per comparison: the same curves and bars
 with one line or bar per system. Needs the `plots` extra (matplotlib).
 
 The figures are drawn from plain data, and importing this module imports neither matplotlib nor
@@ -294,7 +295,8 @@ def _best_so_far(store: Store, system: str, run_id: str, mode: str) -> Curve:
 
 def write_run_plots(store: Store, run_id: str, folder: Path | None = None) -> dict[str, Path]:
     """The four plots of one run (six with several objectives: `pareto` and `front_over_time`
-    too), into `folder` (default: the run's results folder)."""
+    too; with a carbon-aware schedule, `schedule` too), into `folder` (default: the run's
+    results folder)."""
     return {name: job.draw() for name, job in run_plot_jobs(store, run_id, folder).items()}
 
 
@@ -383,6 +385,20 @@ def run_plot_jobs(store: Store, run_id: str, folder: Path | None = None) -> dict
 
         seen = {"objectives": objectives, "measurement": run.measurement or {}}
         jobs |= front_plot_jobs(seen, folder, label)
+    # A carbon-aware run: the grid, the workers its schedule allowed and the deadline.
+    if ((run.measurement or {}).get("schedule") or {}).get("carbon_aware"):
+        from basht.report.schedule_plots import schedule_plot_jobs
+
+        seen = {
+            "measurement": run.measurement,
+            "phases": [
+                {"name": p.name, "attempt": p.attempt, "start": p.start, "end": p.end}
+                for p in store.phases(run.id)
+            ],
+            "experiment": spec,
+            "results_dir": run.results_dir,
+        }
+        jobs |= schedule_plot_jobs(seen, folder, label)
     return jobs
 
 
