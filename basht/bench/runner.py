@@ -65,6 +65,10 @@ def make_system(ctx: RunContext) -> SystemUnderTest:
         from basht.bench.systems.raytune_system import RayTuneSystem
 
         return RayTuneSystem(ctx)
+    if system == "synetune":
+        from basht.bench.systems.synetune_system import SyneTuneSystem
+
+        return SyneTuneSystem(ctx)
     raise BashtError(f"system: {system!r} is not available in this version")
 
 

@@ -308,7 +308,8 @@ def test_the_readme_is_short_and_keeps_the_two_commands_and_a_valid_example(tmp_
     readme = (ROOT / "README.md").read_text()
     assert len(readme.splitlines()) <= 200
     assert "pip install torch==2.13.0 && pip install -e '.[all]' && basht run examples/" in readme
-    assert "pip install torch==2.13.0 && pip install -e '.[test]' && python -m pytest" in readme
+    tests = "pip install torch==2.13.0 && pip install -e '.[test]' && "
+    assert tests + "pip install --no-deps 'syne-tune>=0.16,<0.17' && python -m pytest" in readme
     example = tmp_path / "exp.yaml"
     example.write_text(readme.split("```yaml\n", 1)[1].split("```", 1)[0])
     assert load_experiment(example).search.pruner == "asha"

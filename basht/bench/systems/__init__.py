@@ -1,9 +1,10 @@
-"""Other tuning frameworks as systems under test: Optuna and Ray Tune, measured as native is.
+"""Other tuning frameworks as systems under test: Optuna, Ray Tune and Syne Tune, measured as
+native is.
 
 Each runs the same Basht workload, space, seeds, budgets and trial limit through the seven phases,
 and writes its trials, reports and timings to the store through a `TrialRecorder`, so every table,
-metric and plot reads them exactly as it reads native's. Optuna and Ray are imported only when
-such a system is deployed (extra `peers`). `run_comparison` runs several systems in turn.
+metric and plot reads them exactly as it reads native's. Optuna, Ray and Syne Tune are imported
+only when such a system is deployed (extra `peers`). `run_comparison` runs several systems in turn.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ if TYPE_CHECKING:
     from basht.bench.systems.peer import SYSTEMS
     from basht.bench.systems.raytune_system import RayTuneSystem
     from basht.bench.systems.recorder import TrialRecorder
+    from basht.bench.systems.synetune_system import SyneTuneSystem
 
 __all__ = [
     "OptunaSystem",
     "RayTuneSystem",
     "SYSTEMS",
+    "SyneTuneSystem",
     "TrialRecorder",
     "parse_systems",
     "run_comparison",

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from basht.bench.runner import RunResult, run_benchmark
-from basht.bench.systems.peer import SYSTEMS
+from basht.bench.systems.peer import INSTALL, PEERS, SYSTEMS
 from basht.errors import BashtError
 from basht.experiment import Experiment, peer_limit
 from basht.report.comparison import ComparedRun, Comparison, absolute_store_url
@@ -24,7 +24,7 @@ from basht.store import Store
 log = logging.getLogger(__name__)
 
 #: The module each peer system needs, for a one-line error before anything runs.
-_NEEDS = {"optuna": "optuna", "raytune": "ray"}
+_NEEDS = {"optuna": "optuna", "raytune": "ray", "synetune": "syne_tune"}
 
 RunOne = Callable[[Experiment, Path], RunResult]
 
@@ -42,7 +42,7 @@ def parse_systems(text: str | Sequence[str]) -> list[str]:
         if module is not None and importlib.util.find_spec(module) is None:
             raise BashtError(
                 f"--systems: {name} needs {module}, which is not installed "
-                "(pip install 'basht[peers]')"
+                f"({INSTALL.get(name, PEERS)})"
             )
     return systems
 

@@ -10,7 +10,12 @@ from basht.errors import BashtError
 from basht.experiment import peer_limit
 
 #: Every system under test `system:` (and `basht compare --systems`) can name.
-SYSTEMS = ("native", "optuna", "raytune")
+SYSTEMS = ("native", "optuna", "raytune", "synetune")
+PEERS = "pip install 'basht[peers]'"
+#: How to install a peer that the `peers` extra does not bring.
+INSTALL = {
+    "synetune": "pip install 'basht[synetune]' && pip install --no-deps 'syne-tune>=0.16,<0.17'"
+}
 
 
 def require(module: str, system: str) -> Any:
@@ -20,7 +25,7 @@ def require(module: str, system: str) -> Any:
         return importlib.import_module(module)
     except ImportError:
         raise BashtError(
-            f"system: {system} needs {module}, which is not installed (pip install 'basht[peers]')"
+            f"system: {system} needs {module}, which is not installed ({INSTALL.get(system, PEERS)})"
         ) from None
 
 
