@@ -214,8 +214,8 @@ def compare(
     systems: Annotated[
         str | None,
         typer.Option(
-            help="Systems to run, comma-separated: native, optuna, raytune "
-            "(default: all three for one file, native for several)."
+            help="Systems to run, comma-separated: native, optuna, raytune, synetune "
+            "(default: native, optuna and raytune for one file, native for several)."
         ),
     ] = None,
     repeat: Annotated[
@@ -568,15 +568,19 @@ def plan(
     objective: Annotated[
         str,
         typer.Option(
-            help="What the plan keeps least: cost (USD), or energy (kWh, needs the profile's "
-            "power_w)."
+            help="What the plan keeps least: cost (USD), energy (kWh, needs the profile's "
+            "power_w), or carbon (gCO2eq on measure.carbon's csv series from schedule.start or "
+            "now: each stage may wait for a cleaner grid)."
         ),
     ] = "cost",
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write it here.")] = None,
 ) -> None:
     """RubberBand: the cheapest cloud allocation plan that meets DEADLINE (greedy, simulated)."""
+    import time
+
     from basht.experiment import load_experiment
     from basht.plan import ShaJob, plan_job
+    from basht.plan.carbon import experiment_grid
     from basht.plan.profile import choose_profile, parse_duration
     from basht.report.plan import (
         emissions_line,
@@ -613,6 +617,7 @@ def plan(
         seed=seed,
         preprovision=preprovision,
         objective=objective,
+        grid=experiment_grid(experiment, time.time()) if objective == "carbon" else None,
     )
     console.print(plan_tables(result, job, measured))
     static = result.static_estimate

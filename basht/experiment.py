@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -1239,7 +1240,7 @@ def load_experiment(path: str | Path) -> Experiment:
     csv = experiment.measure.carbon.csv
     if csv is not None and not Path(csv).is_absolute():
         # A time series next to the experiment file is found wherever basht runs from.
-        csv_path = str((path.parent / csv).resolve())  # and by a resume from another folder
+        csv_path = os.path.abspath(path.parent / csv)  # and by a resume from another folder
         carbon = experiment.measure.carbon.model_copy(update={"csv": csv_path})
         measure = experiment.measure.model_copy(update={"carbon": carbon})
         experiment = experiment.model_copy(update={"measure": measure})

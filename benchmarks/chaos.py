@@ -63,6 +63,7 @@ from _results import write_results  # noqa: E402
 from chaos_workload import fault_of  # noqa: E402
 
 from basht.engine.checkpoints import load_state  # noqa: E402
+from basht.errors import StoreError  # noqa: E402
 from basht.experiment import DERIVED_KEYS, Experiment  # noqa: E402
 from basht.store import Store  # noqa: E402
 from basht.tune import replay  # noqa: E402
@@ -265,6 +266,18 @@ def check_checkpoints(store_url: str) -> int:
         store.close()
 
 
+def run_stored(store_url: str) -> bool:
+    """Whether the store holds the run yet."""
+    try:
+        store = Store(store_url, create=False)
+    except StoreError:
+        return False
+    try:
+        return bool(store.list_runs())
+    finally:
+        store.close()
+
+
 def phase_reached(store_url: str) -> str:
     """Where a run killed from outside was: the phase after the last one its attempt stored."""
     order = ["deploy", "setup", "run", "collect_results", "test", "collect_metrics", "undeploy"]
@@ -351,6 +364,13 @@ def killed_run(
         outcome.leftovers += wait_gone(tag)
         if code == 0:
             break
+        if code == -signal.SIGKILL and not run_stored(store_url):
+            # Killed before the run was stored (a slow start on a busy machine): nothing to
+            # resume or check yet, so it starts again.
+            outcome.kills += 1
+            outcome.moments["outside, before the run was stored"] += 1
+            say(f"  kill {outcome.kills:2d}: before the run was stored")
+            continue
         if code == -signal.SIGKILL:
             moment = _failpoint_in(err) or f"outside, in {phase_reached(store_url)}"
             outcome.kills += 1

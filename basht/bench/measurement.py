@@ -114,7 +114,7 @@ def start_exporter(ctx: Any, port: int) -> Any:
             port=port,
             host=HOST,
             usd_per_hour=price.usd_per_hour,
-            intensity=ctx.intensity or intensity_from_spec(measure.carbon),
+            intensity=getattr(ctx, "intensity", None) or intensity_from_spec(measure.carbon),
             billed=billed,
         )
     except OSError as err:  # taken since preflight looked, or a resumed run's port is taken

@@ -55,6 +55,7 @@ class NativeSystem:
                 store=self.ctx.store,
                 run_id=self.ctx.run_id,
                 attempt=self.ctx.attempt,
+                time_scale=exp.schedule.time_scale,  # a carbon plan's waits, replayed
             )
         elif exp.executor == "ray":
             self.executor = _ray_executor(

@@ -165,9 +165,11 @@ class CarbonShifter:
     missed.
 
     Why never: anything short of full width is decided only while
-    `now + work·(1+margin)/width < deadline - step_s`, and lasts at most one slot (`step_s`), so
-    afterwards the work still fits at full width; full width never makes it fit less. This holds
-    whatever the forecast says; a bad forecast costs carbon, not the deadline. `margin` covers an
+    `now + (work + chain·(width-1))·(1+margin)/width < deadline - step_s`, and lasts at most one
+    slot (`step_s`), so afterwards the work still fits at full width; full width never makes it
+    fit less. That sum bounds how long greedy workers take over work whose longest sequential
+    part is `chain` (`decide`'s `chain_s`; 0 for divisible work). This holds whatever the
+    forecast says; a bad forecast costs carbon, not the deadline. `margin` covers an
     underestimated `remaining_work_s`. `min_workers` keep running in held slots (say, to keep a
     worker warm); the plan does not count on their work, which can only make it finish sooner.
     """
@@ -210,18 +212,31 @@ class CarbonShifter:
         return min(end, self.deadline) if now < self.deadline else end
 
     def decide(
-        self, now: float, remaining_work_s: float, parallelism: int | None = None
+        self,
+        now: float,
+        remaining_work_s: float,
+        parallelism: int | None = None,
+        chain_s: float = 0.0,
     ) -> Decision:
         """How many workers may run from `now` to the end of the current slot.
 
         `parallelism` is the most workers the work can use now (the trials available), capped at
         `max_workers`; None means `max_workers`. A slot holds `min(max_workers, parallelism)·length`
-        worker-seconds, and the work planned for is `remaining_work_s·(1+margin)`.
+        worker-seconds, and the work planned for is
+        `(remaining_work_s + chain_s·(width - 1))·(1+margin)`.
+
+        `chain_s`: the longest part of the work that must run in sequence (one trial's epochs,
+        a rung after the rung before it), which no width spreads. Greedy list scheduling ends
+        such work at full width within `work/width + chain_s·(1 - 1/width)` (Graham, 1969), so
+        that is what is planned for: `chain_s·(width - 1)` worker-seconds more, the most the
+        workers can stand idle while the chain runs. 0 treats the work as divisible.
         """
         if not math.isfinite(now):
             raise ArgumentError(f"now must be finite unix seconds, got {now!r}")
         if math.isnan(remaining_work_s):
             raise ArgumentError("remaining_work_s must be a number, got nan")
+        if not (math.isfinite(chain_s) and chain_s >= 0):
+            raise ArgumentError(f"chain_s must be a finite number >= 0, got {chain_s!r}")
         until = self._slot_end(now)
         if remaining_work_s <= 0:
             return Decision(0, until, "no work left")
@@ -233,7 +248,8 @@ class CarbonShifter:
             width = min(self.max_workers, parallelism)
         if width == 0:
             return Decision(0, until, "nothing can run now")
-        work = remaining_work_s * (1 + self.margin)
+        # What the width must hold: the work, and the idle time a chain can cause beside it.
+        work = (remaining_work_s + min(chain_s, remaining_work_s) * (width - 1)) * (1 + self.margin)
         full = Decision(width, until, "deadline needs full speed")
         if now + work / width >= self.deadline - self.step_s:
             return full

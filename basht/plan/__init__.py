@@ -6,6 +6,8 @@ cost from a `Profile` (measured epoch times per GPU count, instance start-up tim
 with stragglers, and `plan_job` searches plans greedily by cost-marginal benefit, starting from
 the cheapest static cluster that meets the deadline; `replan` plans the remaining stages again at
 a barrier of a run, from the time left and how long its trials took against the profile.
+With `objective="carbon"` and a `Grid` (an intensity series and where the plan starts on it),
+each stage is also placed in time: it may wait for a cleaner grid (`carbon`).
 `profiling` measures a profile on this machine; `executor` runs a plan on an elastic cluster.
 """
 
@@ -17,7 +19,9 @@ from basht._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from basht.experiment import ShaJob, Stage  # the job a plan is for, as the file gives it
+    from basht.plan.carbon import Grid
     from basht.plan.planner import (
+        CarbonPlan,
         PlanResult,
         Replan,
         best_static,
@@ -30,7 +34,9 @@ if TYPE_CHECKING:
     from basht.plan.simulator import Estimate, Simulator
 
 __all__ = [
+    "CarbonPlan",
     "Estimate",
+    "Grid",
     "PlanResult",
     "Profile",
     "Replan",

@@ -14,6 +14,11 @@ a run slower than its profile gets more instances, a faster one fewer. With `pre
 stage's new instances are requested during the stage before, when it is expected to end less the
 mean start-up, and held out of it until the barrier.
 
+A carbon plan (`basht plan --objective carbon`) gives stages a wait (`delay_s`): at the barrier
+every instance is released, the run waits (the plan's seconds over `time_scale`, so a replayed
+series passes faster), then requests the stage's instances and waits for them. A stage's record
+starts when the wait ends, so the wait is the gap after the record of the stage before.
+
 The executor runs trials; it never sees the algorithm (SHA decides, the executor only follows
 the budgets it hands out). Every instance and stage is written to the store as it happens.
 """
@@ -67,7 +72,11 @@ class PlanExecutor(Executor):
         run_id: str | None = None,
         attempt: int = 1,
         clock: Callable[[], float] = time.time,
+        time_scale: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
     ):
+        if not (0 < time_scale < float("inf")):
+            raise BashtError(f"time_scale: expected a number > 0, got {time_scale!r}")
         job = spec.job
         self.spec = spec
         self.job = ShaJob(job.trials, job.min_budget, job.max_budget, job.eta)
@@ -82,8 +91,14 @@ class PlanExecutor(Executor):
         self._mean_startup_s = (
             sum(spec.profile.startup_s) / len(spec.profile.startup_s) if spec.profile else 0.0
         )
+        waits = plan_delays(spec)  # in the plan's seconds, as its estimate's times are
+        # The waits before the stages in this run's seconds: the plan's over the time scale.
+        self.time_scale, self._sleep = time_scale, sleep
+        self.delays_s = [wait / time_scale for wait in waits]
         ends = list(spec.estimate.stage_end_s) if spec.estimate else []
-        self._expected_s = [b - a for a, b in zip([0.0, *ends], ends, strict=False)]
+        self._expected_s = [
+            b - a - wait for a, b, wait in zip([0.0, *ends], ends, waits, strict=False)
+        ]
         self._reserve_at: float | None = None  # when to pre-provision the next stage's instances
         self._started: dict[int, tuple[float, int, int]] = {}  # trial -> (when, stage, GPUs)
         self._trial_times: list[tuple[int, int, float]] = []  # (stage, GPUs, seconds) that ended
@@ -127,7 +142,7 @@ class PlanExecutor(Executor):
             # A resumed run plans its rest again from the time left, at the speed it last saw.
             speeds = [row.speed for row in rows if row.speed is not None]
             replanned = self._replan(stage, speeds[-1] if speeds else None)
-        self._enter(stage, replanned)
+        self._enter(stage, replanned, waited=bool(rows))  # a stage it was in had its wait
 
     def setup(self, ref: WorkloadRef) -> None:
         self.local.setup(ref)  # instances launched later set it up as they start
@@ -154,13 +169,17 @@ class PlanExecutor(Executor):
                 f"of the plan's job (rungs {list(self.job.rungs)})"
             ) from None
 
-    def _enter(self, stage: int, replanned: Replan | None = None) -> None:
+    def _enter(self, stage: int, replanned: Replan | None = None, waited: bool = False) -> None:
         if self.stage is not None:
             self._end_stage()
+        wait_s = 0.0 if waited else self.delays_s[stage]
+        if wait_s > 0:
+            self._wait(stage, wait_s)
         started = self.clock()
         self._last_end = None
-        # Deploy waits for the first stage's instances; later stages start on those that are up.
-        self.cluster.scale_to(self.plan[stage], stage, wait=self.stage is None)
+        # Deploy, and a stage after a wait, wait for their instances; other stages start on
+        # those that are up.
+        self.cluster.scale_to(self.plan[stage], stage, wait=self.stage is None or wait_s > 0)
         self.stage = stage
         self.layout = stage_layout(self.job.stages[stage], self.plan[stage], self.provider.gpus)
         self.cluster.check_starting()  # instances pre-provisioned for it and ready take trials now
@@ -178,6 +197,19 @@ class PlanExecutor(Executor):
                 speed=None if replanned is None else replanned.speed,
                 estimated_left_s=None if replanned is None else replanned.estimate.jct_s,
             )
+
+    def _wait(self, stage: int, wait_s: float) -> None:
+        """The plan's wait before `stage`: no instance is held (none is billed) until it ends."""
+        self.cluster.scale_to(0, stage)
+        log.info(
+            "stage %d: waiting %.1f s before it starts (the plan's %.0f s at time scale %g), "
+            "holding no instances",
+            stage,
+            wait_s,
+            wait_s * self.time_scale,
+            self.time_scale,
+        )
+        self._sleep(wait_s)
 
     def _end_stage(self) -> None:
         """The stage ended when its last trial did (or now, if one still runs)."""
@@ -216,10 +248,13 @@ class PlanExecutor(Executor):
         plan's estimate, or the re-plan's) less the mean start-up; None if none are new."""
         if not self.preprovision or stage + 1 >= len(self.plan):
             return None
-        if self.plan[stage + 1] <= self.plan[stage]:
-            return None
+        if self.plan[stage + 1] <= self.plan[stage] or self.delays_s[stage + 1] > 0:
+            return None  # none new, or all of them requested after the next stage's wait
         if replanned is not None:
-            expected = replanned.estimate.stage_end_s[0]
+            estimate = replanned.estimate  # timed from the barrier, the stage's wait included
+            expected = estimate.stage_end_s[0] - (
+                estimate.stage_start_s[0] if estimate.stage_start_s else 0.0
+            )
         elif stage < len(self._expected_s):
             expected = self._expected_s[stage]
         else:
@@ -314,6 +349,7 @@ class PlanExecutor(Executor):
             seed=self.spec.seed,
             preprovision=self.preprovision,
             objective=self.spec.objective,
+            delays_s=self.delays_s[stage:],
         )
         before = " ".join(map(str, self.plan[stage:]))
         self.plan[stage:] = result.plan
@@ -416,6 +452,15 @@ def told_restarts(store: Store, run_id: str) -> dict[int, int]:
         )
         if t.target_budget is not None and (t.number, t.target_budget) in told
     }
+
+
+def plan_delays(spec: PlanSpec) -> list[float]:
+    """The plan's wait before each stage, in the plan's seconds (its job's stages' `delay_s`;
+    none where the file lists no stages)."""
+    stages = spec.job.stages
+    if len(stages) != len(spec.plan):
+        return [0.0] * len(spec.plan)
+    return [stage.delay_s for stage in stages]
 
 
 def plan_profile(spec: PlanSpec) -> Profile:

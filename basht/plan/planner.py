@@ -20,6 +20,10 @@ A search that stops at a local optimum can end dearer at a later deadline than a
 one. A plan that meets a deadline meets every later one, so the planner keeps the cheapest plan
 the search finds at any deadline up to the given one (`cheapest`): a later deadline never gets a
 dearer plan, and no plan is dearer than the search's at the deadline itself.
+
+With the objective carbon, a plan is also placed in time (`basht.plan.carbon`): the search
+compares sizings by their emissions on the grid with the waits that make them least, and a
+sizing meets the deadline if it does without waits (its waits then fit in the slack).
 """
 
 from __future__ import annotations
@@ -27,18 +31,20 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from basht.errors import BashtError
 from basht.experiment import ShaJob
+from basht.plan.carbon import Grid
 from basht.plan.profile import Profile
 from basht.plan.simulator import Estimate, Layout, Plan, Simulator, stage_levels
 
 #: Which statistic of the simulated completion times must meet the deadline.
 CONFIDENCE = ("mean", "p95")
-#: What a plan spends, which the planner keeps least: the bill, or the energy (with a profile's
-#: power_w; an estimate).
-OBJECTIVES = ("cost", "energy")
+#: What a plan spends, which the planner keeps least: the bill, the energy (with a profile's
+#: power_w; an estimate), or the emissions of that energy on a grid whose intensity changes,
+#: with each stage placed in time (`basht.plan.carbon`).
+OBJECTIVES = ("cost", "energy", "carbon")
 #: Whether a plan requests a stage's new instances ahead of its barrier: never, always, or
 #: where that makes the plan cheaper (the planner plans both ways and keeps the cheaper).
 PREPROVISION = ("off", "on", "auto")
@@ -66,7 +72,8 @@ class PlanResult:
     runs: int = 200  # simulated runs per plan
     seed: int = 0  # of the simulated stragglers
     preprovision: bool = False  # new instances are requested ahead of their stage's barrier
-    objective: str = "cost"  # what it keeps least: the bill, or the energy
+    objective: str = "cost"  # what it keeps least: the bill, the energy, or the emissions
+    carbon: CarbonPlan | None = None  # on a grid: the plan beside the carbon-agnostic one
 
     @property
     def saving(self) -> float:
@@ -75,23 +82,59 @@ class PlanResult:
         return self.static_estimate.cost_usd / cost if cost > 0 else 1.0
 
     @property
+    def carbon_saving(self) -> float | None:
+        """The carbon-agnostic plan's emissions over this plan's, on a grid."""
+        if self.carbon is None:
+            return None
+        mine, agnostic = self.estimate.emissions_g, self.carbon.agnostic_estimate.emissions_g
+        return None if mine is None or agnostic is None or mine <= 0 else agnostic / mine
+
+    @property
     def energy_saving(self) -> float | None:
         """The best static plan's energy over this plan's, when the profile gives power_w."""
         mine, static = self.estimate.energy_kwh, self.static_estimate.energy_kwh
         return None if mine is None or static is None or mine <= 0 else static / mine
 
 
+@dataclass(frozen=True)
+class CarbonPlan:
+    """A plan on a grid: what its emissions are compared with. The plan's own emissions, waits
+    and stage spans are in its estimate."""
+
+    grid: Grid
+    at_once: Estimate  # the same plan without waits, with its emissions
+    agnostic: Plan  # the carbon-agnostic plan: the cheapest, started at once
+    agnostic_estimate: Estimate  # with its emissions
+    note: str | None = None  # why it was planned by energy, where it was
+
+
 def _jct(estimate: Estimate, confidence: str) -> float:
-    return estimate.jct_p95_s if confidence == "p95" else estimate.jct_s
+    return estimate.completion_s(confidence)
 
 
 def spent(estimate: Estimate, objective: str = "cost") -> float:
-    """What the planner keeps least: the mean bill (USD) or the mean energy (kWh)."""
+    """What the planner keeps least: the mean bill (USD), the mean energy (kWh) or the
+    emissions on the grid (grams)."""
     if objective == "cost":
         return estimate.cost_usd
     if estimate.energy_kwh is None:
-        raise BashtError("objective energy: the profile gives no power_w (idle and busy watts)")
+        raise BashtError(
+            f"objective {objective}: the profile gives no power_w (idle and busy watts)"
+        )
+    if objective == "carbon":
+        if estimate.emissions_g is None:
+            raise BashtError("objective carbon: the estimate has no emissions (not placed)")
+        return estimate.emissions_g
     return estimate.energy_kwh
+
+
+def _value(sim: Simulator, plan: Plan, objective: str) -> float:
+    """What `plan` spends: by carbon, placed in time on the simulator's grid (infinite where
+    it misses the grid's deadline even without waits)."""
+    if objective != "carbon":
+        return spent(sim(plan), objective)
+    placed = sim.placed(plan)
+    return math.inf if placed is None else spent(placed, objective)
 
 
 def _static_plans(sim: Simulator) -> list[Plan]:
@@ -116,7 +159,7 @@ def _least(
     late: list[tuple[float, float]] = []  # (spent, completion time)
     for plan in plans:
         estimate = sim(plan)
-        value = spent(estimate, objective)
+        value = _value(sim, plan, objective)
         if value >= below:
             continue
         if _jct(estimate, confidence) > deadline_s:
@@ -171,10 +214,10 @@ def greedy(
     while True:
         best: tuple[float, float, Plan] | None = None  # (M, -spent, plan)
         late: list[tuple[tuple[float, float], float]] = []  # ((M, -spent), completion time)
-        now = spent(current, objective)
+        now = _value(sim, plan, objective)
         for move in _single_moves_of(sim, plan):
             estimate = sim(move)
-            value = spent(estimate, objective)
+            value = _value(sim, move, objective)
             if value >= now:
                 continue
             slower = _jct(estimate, confidence) - _jct(current, confidence)
@@ -213,7 +256,7 @@ def pair_moves(
     To `blocked` go the completion times of the plans only the deadline kept from being taken."""
     plan = greedy(sim, plan, deadline_s, confidence, objective, blocked)
     while True:
-        current = spent(sim(plan), objective)
+        current = _value(sim, plan, objective)
         moves = _pair_moves_of(sim, plan)
         better = _least(sim, moves, deadline_s, confidence, objective, current, blocked)
         if better is None:
@@ -252,8 +295,7 @@ def search(
 def _rank(sim: Simulator, plan: Plan, confidence: str, objective: str) -> tuple[float, float]:
     """Plans compare by what they spend, then, where that ties (instances already billed for
     their first minute cost nothing more to keep), by when they finish: sooner is better."""
-    estimate = sim(plan)
-    return spent(estimate, objective), _jct(estimate, confidence)
+    return _value(sim, plan, objective), _jct(sim(plan), confidence)
 
 
 def cheapest(
@@ -365,18 +407,25 @@ def plan_job(
     seed: int = 0,
     preprovision: str = "off",
     objective: str = "cost",
+    grid: Grid | None = None,
 ) -> PlanResult:
     """The cheapest plan the planner finds whose completion time (mean or p95) meets the
-    deadline (with `objective` "energy", the one using the least energy); with `preprovision`
-    "auto", planned with and without pre-provisioning, the better kept."""
+    deadline (with `objective` "energy", the one using the least energy; with "carbon", the
+    one emitting least on `grid`, each stage placed in time); with `preprovision` "auto",
+    planned with and without pre-provisioning, the better kept. With a `grid`, the result
+    gives the plan's emissions on it beside the carbon-agnostic plan's (the cheapest, at once)."""
     if confidence not in CONFIDENCE:
         raise BashtError(f"confidence {confidence!r}: expected one of {', '.join(CONFIDENCE)}")
     if objective not in OBJECTIVES:
         raise BashtError(f"objective {objective!r}: expected one of {', '.join(OBJECTIVES)}")
-    if objective == "energy" and profile.power_w is None:
+    if objective != "cost" and profile.power_w is None:
         raise BashtError(
-            "objective energy: the profile gives no power_w (a whole instance's idle and busy "
-            "watts, e.g. power_w: {idle: 400, busy: 1400})"
+            f"objective {objective}: the profile gives no power_w (a whole instance's idle and "
+            "busy watts, e.g. power_w: {idle: 400, busy: 1400})"
+        )
+    if objective == "carbon" and grid is None:
+        raise BashtError(
+            "objective carbon: needs the grid's carbon intensity (measure.carbon: a csv series)"
         )
     if preprovision not in PREPROVISION:
         raise BashtError(
@@ -388,28 +437,50 @@ def plan_job(
     if cap < 1:
         raise BashtError(f"max_instances: expected 1 or more, got {cap}")
     check_size(job, profile, cap, runs)
-    sim = Simulator(job, profile, runs=runs, seed=seed, max_instances=cap)
+    note = None
+    if grid is not None:
+        grid = replace(grid, deadline_s=deadline_s, confidence=confidence)
+        if objective == "carbon" and grid.flat(deadline_s):
+            note = (
+                "the grid's intensity is one value until the deadline: emissions are that value "
+                "times the energy, and waiting only adds start-ups, so the plan is planned by "
+                "energy"
+            )
+            objective = "energy"
+    sim = Simulator(job, profile, runs=runs, seed=seed, max_instances=cap, carbon=grid)
     # Pre-provisioned, a plan that never grows is the same plan: simulated once for both ways.
     ahead = sim.preprovisioned()
     ways = {"off": (sim,), "on": (ahead,), "auto": (sim, ahead)}[preprovision]
-    planned = [
-        (spent(way(plan), objective), way, plan)
-        for way in ways
-        if (plan := cheapest(way, deadline_s, confidence, objective)) is not None
-    ]
-    if not planned:
+    found = _best_of(ways, deadline_s, confidence, objective)
+    if found is None:
         raise _none_meets(ways, deadline_s, confidence, cap)
-    _, way, plan = min(planned, key=lambda p: p[0])  # a tie keeps it off
+    way, plan = found
     # A static cluster never scales, so it pre-provisions nothing.
     static = best_static(sim, deadline_s, confidence, objective)
     if static is None:  # shown beside the plan as the best static cluster: the fastest, late
         static = min(_static_plans(sim), key=lambda p: _jct(sim(p), confidence))
+    estimate, static_estimate = _placed(way, plan, objective), _placed(sim, static, objective)
+    carbon = None
+    if grid is not None and profile.power_w is not None:
+        agnostic = _best_of(ways, deadline_s, confidence, "cost")
+        assert agnostic is not None  # a plan meets the deadline, so a cheapest one does
+        if estimate.emissions_g is None:  # planned by energy or cost: at once, on the grid
+            estimate = grid.emitted(estimate)
+        if static_estimate.emissions_g is None:
+            static_estimate = grid.emitted(static_estimate)
+        carbon = CarbonPlan(
+            grid=grid,
+            at_once=grid.emitted(way(plan)),
+            agnostic=agnostic[1],
+            agnostic_estimate=grid.emitted(agnostic[0](agnostic[1])),
+            note=note,
+        )
     return PlanResult(
         plan=plan,
-        estimate=way(plan),
+        estimate=estimate,
         layouts=tuple(sim.layout(s, m) for s, m in zip(sim.stages, plan, strict=True)),
         static=static,
-        static_estimate=sim(static),
+        static_estimate=static_estimate,
         deadline_s=deadline_s,
         confidence=confidence,
         simulations=sim.calls + sum(other.calls for other in ways if other is not sim),
@@ -418,7 +489,30 @@ def plan_job(
         seed=seed,
         preprovision=way.preprovision,
         objective=objective,
+        carbon=carbon,
     )
+
+
+def _best_of(
+    ways: Sequence[Simulator], deadline_s: float, confidence: str, objective: str
+) -> tuple[Simulator, Plan] | None:
+    """The best plan found of each way to simulate (with and without pre-provisioning), the
+    better kept (a tie keeps the first); None if none meets the deadline."""
+    planned = [
+        (_value(way, plan, objective), i, way, plan)
+        for i, way in enumerate(ways)
+        if (plan := cheapest(way, deadline_s, confidence, objective)) is not None
+    ]
+    if not planned:
+        return None
+    _, _, way, plan = min(planned, key=lambda p: p[:2])
+    return way, plan
+
+
+def _placed(sim: Simulator, plan: Plan, objective: str) -> Estimate:
+    """The plan's estimate: by carbon, with its waits (without, if it misses the deadline)."""
+    placed = sim.placed(plan) if objective == "carbon" else None
+    return sim(plan) if placed is None else placed
 
 
 def _none_meets(
@@ -480,13 +574,15 @@ def replan(
     seed: int = 0,
     preprovision: bool = False,
     objective: str = "cost",
+    delays_s: Sequence[float] = (),
 ) -> Replan:
     """The cheapest plan for the stages from `stage` on that meets what is left of the deadline,
     with the profile's trials `speed` times as long and the instances aged `live_s` (oldest
     first) already up: the cheaper of what `cheapest` finds (so more time left never gets a
     dearer plan) and of `current` (the rest of the plan as it was) improved by the search, so it
     is never worse than keeping the plan. When no plan meets the deadline any more, it is the
-    cheapest of those that finish soonest."""
+    cheapest of those that finish soonest. `delays_s`: the waits the plan gives the stages from
+    `stage` on, which every plan of them keeps (in the run's seconds)."""
     cap = max(max_instances or default_max_instances(job, profile), 1)
     sim = Simulator(
         job,
@@ -497,6 +593,7 @@ def replan(
         from_stage=stage,
         live_s=tuple(live_s),
         preprovision=preprovision,
+        delays_s=delays_s,
     )
     found = [cheapest(sim, left_s, confidence, objective)]
     if current is not None:  # the rest of the plan as it was, improved, if it still meets it

@@ -43,16 +43,27 @@ def plan_tables(result: PlanResult, job: ShaJob, profile: Profile) -> Group:
         "waves",
         "mean end, min",
     )
+    carbon = _stage_carbon(result)
+    if carbon:  # on a grid: when each stage starts, the wait before it, what it emits
+        columns = (*columns, "wait, min", "start, min", "gCO2eq")
     for column in columns:
         stages.add_column(column, justify="right")
     ends = result.estimate.stage_end_s or (None,) * len(result.plan)
     for i, (stage, m, layout, end) in enumerate(
         zip(job.stages, result.plan, result.layouts, ends, strict=True)
     ):
-        stages.add_row(
+        cells = [
             str(i), str(stage.trials), str(stage.epochs), str(m),
             str(layout.gpus_per_trial), str(layout.waves), "-" if end is None else _minutes(end),
-        )  # fmt: skip
+        ]  # fmt: skip
+        if carbon:
+            row = carbon[i]
+            cells += [
+                _minutes(row["delay_s"]),
+                _minutes(row["start_s"]),
+                f"{row['emissions_g']:.3g}",
+            ]
+        stages.add_row(*cells)
     versus = Table(
         title=f"estimated over the simulated runs; deadline {_minutes(result.deadline_s)} min "
         f"({result.confidence} JCT must meet it)",
@@ -62,12 +73,16 @@ def plan_tables(result: PlanResult, job: ShaJob, profile: Profile) -> Group:
     columns = ["plan", "instances per stage", "JCT min", "JCT p95 min", "cost USD", "p95 USD"]
     if energy:
         columns.append("kWh (est.)")
-    for column in columns:
-        versus.add_column(column, justify="left" if column in columns[:2] else "right")
-    for name, plan, estimate in (
+    rows = [
         ("RubberBand", result.plan, result.estimate),
         ("best static", result.static, result.static_estimate),
-    ):
+    ]
+    if result.carbon is not None:
+        columns.append("gCO2eq")
+        rows.append(("carbon-agnostic", result.carbon.agnostic, result.carbon.agnostic_estimate))
+    for column in columns:
+        versus.add_column(column, justify="left" if column in columns[:2] else "right")
+    for name, plan, estimate in rows:
         cells = [
             name,
             " ".join(map(str, plan)),
@@ -78,6 +93,8 @@ def plan_tables(result: PlanResult, job: ShaJob, profile: Profile) -> Group:
         ]
         if energy:
             cells.append(f"{estimate.energy_kwh:.3g}")
+        if result.carbon is not None:
+            cells.append(f"{estimate.emissions_g:.4g}")
         versus.add_row(*cells)
     return Group(stages, versus)
 
@@ -97,6 +114,62 @@ def job_note(job: ShaJob, pruner: str) -> str | None:
     )
 
 
+def _stage_carbon(result: PlanResult) -> list[dict[str, Any]]:
+    """Each stage on the grid: when it starts (plan seconds and UTC), the wait before it and
+    its emissions; empty for a plan not placed on a grid."""
+    carbon, estimate = result.carbon, result.estimate
+    if carbon is None or not estimate.stage_emissions_g:
+        return []
+    delays = estimate.delays_s or (0.0,) * len(result.plan)
+    return [
+        {
+            "stage": i,
+            "start_s": start,
+            "start": carbon.grid.at(start),
+            "delay_s": delay,
+            "end_s": end,
+            "energy_kwh": kwh,
+            "emissions_g": grams,
+        }
+        for i, (start, delay, end, kwh, grams) in enumerate(
+            zip(
+                estimate.stage_start_s,
+                delays,
+                estimate.stage_end_s,
+                estimate.stage_energy_kwh,
+                estimate.stage_emissions_g,
+                strict=True,
+            )
+        )
+    ]
+
+
+def carbon_summary(result: PlanResult) -> dict[str, Any] | None:
+    """The plan on its grid, for the plan file (`carbon`, which `basht run --plan` does not
+    read): each stage's start, wait and emissions, and the carbon-agnostic plan's emissions."""
+    carbon = result.carbon
+    if carbon is None:
+        return None
+    agnostic = carbon.agnostic_estimate
+    return {
+        "objective": result.objective,
+        "intensity": carbon.grid.describe(),
+        "start": carbon.grid.at(0.0),
+        "step_s": carbon.grid.step_s,
+        "emissions_g": result.estimate.emissions_g,
+        "stages": _stage_carbon(result),
+        "at_once_g": carbon.at_once.emissions_g,
+        "agnostic": {
+            "plan": list(carbon.agnostic),
+            "jct_s": agnostic.jct_s,
+            "cost_usd": agnostic.cost_usd,
+            "energy_kwh": agnostic.energy_kwh,
+            "emissions_g": agnostic.emissions_g,
+        },
+        "note": carbon.note,
+    }
+
+
 def plan_summary(result: PlanResult) -> str:
     plans = f"{result.simulations} plan{'s' if result.simulations != 1 else ''} simulated"
     ahead = (
@@ -105,6 +178,23 @@ def plan_summary(result: PlanResult) -> str:
         else ""
     )
     energy = result.energy_saving
+    if result.objective == "carbon" and result.carbon is not None:
+        waited = sum(result.estimate.delays_s)
+        grid = result.carbon.grid
+        first = grid.at(result.estimate.stage_start_s[0]).replace("T", " ").replace("Z", " UTC")
+        shifted = (
+            f"waits {_minutes(waited)} min in all for a cleaner grid, holding no instances "
+            f"(a wait is not billed), and starts {first}"
+            if waited
+            else f"starts at once ({first})"
+        )
+        agnostic = result.carbon.agnostic_estimate
+        cost = result.estimate.cost_usd / agnostic.cost_usd if agnostic.cost_usd else 1.0
+        return (
+            f"the plan {shifted}; it emits {1 - 1 / (result.carbon_saving or 1):.0%} less than "
+            f"the carbon-agnostic plan (the cheapest, {' '.join(map(str, result.carbon.agnostic))}"
+            f", started at once) and costs {cost:.2f}x as much{ahead}; {plans}"
+        )
     if result.objective == "energy":
         if result.plan == result.static or energy is None:
             return f"the best static cluster uses the least energy of the plans found; {plans}"
@@ -139,7 +229,16 @@ def plan_intensity(carbon_spec: CarbonSpec) -> CarbonIntensity | None:
 
 def plan_emissions(result: PlanResult, intensity: CarbonIntensity | None) -> dict[str, Any] | None:
     """The plan's and the best static cluster's emissions in grams (an estimate, from their
-    energy), at `intensity`; None without an intensity or the profile's power_w."""
+    energy), at `intensity` (or on the plan's grid, each stage when it runs); None without an
+    intensity or the profile's power_w."""
+    if result.carbon is not None:
+        mine_g, static_g = result.estimate.emissions_g, result.static_estimate.emissions_g
+        return {
+            "intensity": f"{result.carbon.grid.describe()}; the plan starts "
+            f"{result.carbon.grid.at(0.0)}",
+            "plan_g": mine_g,
+            "static_g": static_g,
+        }
     mine, static = result.estimate.energy_kwh, result.static_estimate.energy_kwh
     if intensity is None or mine is None or static is None:
         return None
@@ -151,6 +250,16 @@ def emissions_line(result: PlanResult, intensity: CarbonIntensity | None) -> str
     carbon = plan_emissions(result, intensity)
     if carbon is None:
         return None
+    if result.carbon is not None:
+        note = f"{result.carbon.note}; " if result.carbon.note else ""
+        agnostic = result.carbon.agnostic_estimate.emissions_g or 0.0
+        at_once = result.carbon.at_once.emissions_g or 0.0
+        return (
+            f"{note}emissions (estimate, each stage's energy when it runs): "
+            f"{carbon['plan_g'] / 1000:.3g} kgCO2eq for the plan ({at_once / 1000:.3g} started "
+            f"at once), {agnostic / 1000:.3g} for the carbon-agnostic plan, "
+            f"{carbon['static_g'] / 1000:.3g} for the best static cluster, on {carbon['intensity']}"
+        )
     return (
         f"emissions (estimate): {carbon['plan_g'] / 1000:.3g} kgCO2eq for the plan, "
         f"{carbon['static_g'] / 1000:.3g} for the best static cluster, at {carbon['intensity']}"
@@ -180,18 +289,23 @@ def plan_json(
     intensity: CarbonIntensity | None = None,
 ) -> dict[str, Any]:
     """The plan file, as `basht plan --json` writes it: checked as `PlanSpec`, the model
-    `basht run --plan` reads it with, so a file written is a file that runs."""
-    return PlanSpec.model_validate(_plan_fields(result, job, profile, intensity)).model_dump(
+    `basht run --plan` reads it with, so a file written is a file that runs. A plan on a grid
+    also gets its `carbon` section (`carbon_summary`), which a run does not read."""
+    written = PlanSpec.model_validate(_plan_fields(result, job, profile, intensity)).model_dump(
         mode="json"
     )
+    carbon = carbon_summary(result)
+    return written if carbon is None else written | {"carbon": carbon}
 
 
 def _plan_fields(
     result: PlanResult, job: ShaJob, profile: Profile, intensity: CarbonIntensity | None
 ) -> dict[str, Any]:
+    delays = result.estimate.delays_s or (0.0,) * len(job.stages)
+    stages = [asdict(s) | {"delay_s": d} for s, d in zip(job.stages, delays, strict=True)]
     return {
         "emissions_estimate": plan_emissions(result, intensity),
-        "job": asdict(job) | {"stages": [asdict(s) for s in job.stages]},
+        "job": asdict(job) | {"stages": stages},
         "instance": profile.price.describe(),
         "price": price_json(profile.price, profile.data_usd_per_instance),
         "profile_source": profile.source,
@@ -210,7 +324,8 @@ def _plan_fields(
         "runs": result.runs,
         "seed": result.seed,
         "preprovision": result.preprovision,
-        "objective": result.objective,
+        # A carbon plan is re-planned by energy, its waits kept: a run has no forecast.
+        "objective": "energy" if result.objective == "carbon" else result.objective,
     }
 
 

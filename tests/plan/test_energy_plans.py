@@ -62,8 +62,10 @@ def test_the_energy_objective_keeps_energy_least_and_the_plan_file_keeps_what_it
         PlanSpec.model_validate(unpowered | {"replan": True})
     with pytest.raises(BashtError, match="objective energy: the profile gives no power_w"):
         plan_job(job, profile, 3600, objective="energy")
-    with pytest.raises(BashtError, match="objective 'carbon'"):
-        plan_job(job, powered, 3600, objective="carbon")
+    with pytest.raises(BashtError, match="objective 'water'"):
+        plan_job(job, powered, 3600, objective="water")
+    with pytest.raises(BashtError, match="objective carbon: needs the grid's carbon intensity"):
+        plan_job(job, powered, 3600, objective="carbon")  # and no grid to place it on
 
 
 @pytest.mark.parametrize(
