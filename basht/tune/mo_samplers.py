@@ -29,7 +29,7 @@ from basht.space import Config, SpaceLike
 from basht.tune._checks import check_whole
 from basht.tune.optuna_space import params, suggest
 from basht.tune.samplers import GridSampler, RandomSampler, Sampler, SpaceSampler
-from basht.tune.tpe import _quiet_study
+from basht.tune.tpe import _quiet_study, drawn_distributions
 
 MO_SAMPLERS = ("random", "grid", "nsga2", "tpe")
 
@@ -63,20 +63,12 @@ class _OptunaMOSampler(SpaceSampler):
         self._results: dict[int, list[tuple[Config, Costs]]] = {}  # budget -> (config, costs)
         self._studies: dict[int, Any] = {}  # budget -> its Optuna study, results added so far
         self._added: dict[int, int] = {}
-        self._distributions = self._draw_distributions()
+        self._distributions = drawn_distributions(optuna, self.space)
         # Where Optuna keeps a trial's constraint values ("constraints" from 3.x to 5.0).
         self._constraints_key = getattr(optuna.samplers._base, "_CONSTRAINTS_KEY", "constraints")
         # Optuna before 5.0 weighs constraints only in a sampler given a `constraints_func`;
         # 5.0 reads every trial's own and deprecates the argument (a FutureWarning).
         self._needs_constraints_func = int(optuna.__version__.split(".")[0]) < 5
-
-    def _draw_distributions(self) -> dict[str, Any]:
-        """The distributions `suggest` asks for, so a told result matches a drawn one exactly."""
-        optuna = self._optuna
-        probe = _quiet_study(optuna, sampler=optuna.samplers.RandomSampler(seed=0))
-        trial = probe.ask()
-        suggest(trial, self.space)
-        return dict(trial.distributions)
 
     # -- Sampler --------------------------------------------------------------------------------
 

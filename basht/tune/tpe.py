@@ -45,6 +45,15 @@ def _quiet_study(optuna: Any, **kwargs: Any) -> Any:
         optuna.logging.set_verbosity(verbosity)
 
 
+def drawn_distributions(optuna: Any, space: Any) -> dict[str, Any]:
+    """The distributions `suggest` asks for over `space`, so a result told to a study matches a
+    configuration drawn from it exactly."""
+    probe = _quiet_study(optuna, sampler=optuna.samplers.RandomSampler(seed=0))
+    trial = probe.ask()
+    suggest(trial, space)
+    return dict(trial.distributions)
+
+
 class TPESampler(SpaceSampler):
     """TPE on the largest budget with `min_observations` results, random draws until then."""
 
@@ -68,15 +77,7 @@ class TPESampler(SpaceSampler):
         self._results: dict[int, list[tuple[Config, float]]] = {}  # budget -> (config, value)
         self._studies: dict[int, Any] = {}  # budget -> its Optuna study, results added so far
         self._added: dict[int, int] = {}
-        self._distributions = self._draw_distributions()
-
-    def _draw_distributions(self) -> dict[str, Any]:
-        """The distributions `suggest` asks for, so a told result matches a drawn one exactly."""
-        optuna = self._optuna
-        probe = _quiet_study(optuna, sampler=optuna.samplers.RandomSampler(seed=0))
-        trial = probe.ask()
-        suggest(trial, self.space)
-        return dict(trial.distributions)
+        self._distributions = drawn_distributions(self._optuna, self.space)
 
     # -- Sampler --------------------------------------------------------------------------------
 

@@ -433,29 +433,9 @@ class Tuner:
             self.executor.command(event.trial_id, STOP)
         else:
             trial.value = value
-            if epoch > trial.told or (epoch == trial.told and trial.told_decision is None):
-                decision = self.algorithm.report(event.trial_id, epoch, value)
-                if self._logging:
-                    logged = self._log("report", event.trial_id, epoch, value, decision.value)
-            elif epoch < trial.told:
-                decision = _CONTINUE  # the algorithm heard this before a resume
-            else:
-                decision = trial.told_decision
-            self._answer(event, trial, value, decision)
-            failpoint("report")
+            logged = self._decide(event, trial, value, value)
         if self._logging:
-            now = self.clock()
-            trial.segment = ("train_s", now)
-            self.store.add_report(
-                trial.row_id,
-                epoch,
-                value,
-                event.metrics,
-                event.train_s,
-                event.validate_s,
-                decision=logged,
-                at=event.at or now,  # when it happened, not when the writer gets to it
-            )
+            self._store_report(event, trial, value, event.metrics, logged)
 
     def _on_scored_report(self, event: TrialEvent, trial: _Trial, objectives: Objectives) -> None:
         """`_on_report` with several objectives or constraints: the algorithm is told the score
@@ -480,30 +460,56 @@ class Tuner:
             self.executor.command(trial_id, STOP)
         else:
             trial.value, trial.metrics = value, metrics
-            if epoch > trial.told or (epoch == trial.told and trial.told_decision is None):
-                score = objectives.score(metrics)
-                decision = self.algorithm.report(trial_id, epoch, score)
-                if self._logging:
-                    logged = self._log("report", trial_id, epoch, value, decision.value, score)
-            elif epoch < trial.told:
-                decision = _CONTINUE  # the algorithm heard this before a resume
-            else:
-                decision = trial.told_decision
-            self._answer(event, trial, value, decision)
-            failpoint("report")
+            score = objectives.score(metrics)
+            logged = self._decide(event, trial, value, score, score)
         if self._logging:
-            now = self.clock()
-            trial.segment = ("train_s", now)
-            self.store.add_report(
-                trial.row_id,
-                epoch,
-                value,
-                metrics,
-                event.train_s,
-                event.validate_s,
-                decision=logged,
-                at=event.at or now,
-            )
+            self._store_report(event, trial, value, metrics, logged)
+
+    def _decide(
+        self,
+        event: TrialEvent,
+        trial: _Trial,
+        value: float,
+        told: float | tuple[float, ...],
+        scores: tuple[float, ...] | None = None,
+    ) -> dict[str, Any] | None:
+        """Tell the algorithm `told` (the value, or a score of several objectives) unless it
+        heard this epoch before a resume, and answer the worker; returns the decision-log row
+        (None when nothing is logged)."""
+        epoch, logged = event.epoch, None
+        if epoch > trial.told or (epoch == trial.told and trial.told_decision is None):
+            decision = self.algorithm.report(event.trial_id, epoch, told)
+            if self._logging:
+                logged = self._log("report", event.trial_id, epoch, value, decision.value, scores)
+        elif epoch < trial.told:
+            decision = _CONTINUE  # the algorithm heard this before a resume
+        else:
+            decision = trial.told_decision
+        self._answer(event, trial, value, decision)
+        failpoint("report")
+        return logged
+
+    def _store_report(
+        self,
+        event: TrialEvent,
+        trial: _Trial,
+        value: float | None,
+        metrics: dict[str, Any],
+        logged: dict[str, Any] | None,
+    ) -> None:
+        """Record a report (and the decision it got), the write overlapping the next epoch."""
+        now = self.clock()
+        trial.segment = ("train_s", now)
+        self.store.add_report(
+            trial.row_id,
+            event.epoch,
+            value,
+            metrics,
+            event.train_s,
+            event.validate_s,
+            decision=logged,
+            at=event.at or now,  # when it happened, not when the writer gets to it
+        )
 
     def _answer(self, event: TrialEvent, trial: _Trial, value: float, decision: Decision) -> None:
         target = self.target
