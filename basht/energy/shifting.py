@@ -76,9 +76,15 @@ class PerfectForecast:
 
 
 class PersistenceForecast:
-    """ "The same hours a day earlier": the value at `at - period·k` for the smallest `k >= 1` that
-    lies at or before `now`. Needs no model and no data beyond the series, and is the baseline that
-    real forecasts are judged against; the past (`at <= now`) is the series' own value."""
+    """ "The same hours a day earlier", moved to today's level: the forecast for `at` is the value
+    a period before it, plus how much the grid now differs from a period before now (never below
+    0). Needs no model and no data beyond the series, and is the baseline that real forecasts are
+    judged against; the past (`at <= now`) is the series' own value.
+
+    Why the level: the shifter compares the slot it is in (known now) with later ones. Against
+    yesterday's raw values that comparison ranks today's weather against yesterday's, not the
+    hours of the day; moved by the same offset, every slot, the current one too, is ranked by
+    yesterday's shape, which is what the daily cycle repeats."""
 
     def __init__(self, intensity: CarbonIntensity, period_s: float = DAY_S) -> None:
         if not (math.isfinite(period_s) and period_s > 0):
@@ -86,9 +92,8 @@ class PersistenceForecast:
         self.intensity = intensity
         self.period_s = float(period_s)
 
-    def g_per_kwh(self, at: float, now: float) -> float:
-        if at <= now:
-            return self.intensity.g_per_kwh(at)
+    def _earlier(self, at: float, now: float) -> float:
+        """The value `period·k` before `at`, for the smallest `k >= 1` that lies at or before `now`."""
         p = self.period_s
         k = max(1, math.ceil((at - now) / p))
         while at - p * k > now:  # float error in the division above
@@ -96,6 +101,12 @@ class PersistenceForecast:
         while k > 1 and at - p * (k - 1) <= now:
             k -= 1
         return self.intensity.g_per_kwh(at - p * k)
+
+    def g_per_kwh(self, at: float, now: float) -> float:
+        if at <= now:
+            return self.intensity.g_per_kwh(at)
+        level = self.intensity.g_per_kwh(now) - self.intensity.g_per_kwh(now - self.period_s)
+        return max(0.0, self._earlier(at, now) + level)
 
     def describe(self) -> str:
         return f"persistence forecast ({self.period_s:g} s earlier) of {self.intensity.describe()}"

@@ -12,7 +12,9 @@ needs anyway.
 
 A trial trains its epochs one after another (`chain_epochs`: `max_budget` at most), so the work
 is not divisible: the shifter is told that chain and plans for the workers that stand idle
-beside it. When the shifter's guard says the deadline needs full speed, that holds to the end
+beside it. The chain is timed at the longest epoch measured, not the mean: the trials that
+train longest are the survivors of the rungs, which are often the slow configurations, and the
+last of them is what a deadline waits for. When the shifter's guard says the deadline needs full speed, that holds to the end
 of its slot: the estimate moves with every epoch, and a gate that held back whenever it dipped
 would pause and resume trials at every report while the slack ran out.
 
@@ -50,6 +52,7 @@ class CarbonGate:
     _n: int = field(default=0, init=False, repr=False)
     _sum_s: float = field(default=0.0, init=False, repr=False)
     _sum_sq: float = field(default=0.0, init=False, repr=False)
+    _longest_s: float = field(default=0.0, init=False, repr=False)  # the longest epoch (clock)
     # Series time until which the guard's full speed holds.
     _full_until: float = field(default=-math.inf, init=False, repr=False)
     # Worker-seconds allowed so far (clock), and the width allowed since `_since`.
@@ -85,8 +88,10 @@ class CarbonGate:
             return self._record(series_now, self.max_workers, self._full_until, FULL_SPEED)
         scale = self._time_scale()
         epoch_s = self._epoch_bound(epoch_s, epochs_done) * scale
-        chain = min(self.chain_epochs or 0.0, left_epochs)
-        decision = self.shifter.decide(series_now, left_epochs * epoch_s, chain_s=chain * epoch_s)
+        chain = min(self.chain_epochs or 0.0, left_epochs) * max(epoch_s, self._longest_s * scale)
+        # The chain is part of the work: when its epochs are timed slower, the work is at least it.
+        work = max(left_epochs * epoch_s, chain)
+        decision = self.shifter.decide(series_now, work, chain_s=chain)
         if decision.reason == FULL_SPEED:
             self._full_until = decision.until
         return self._record(series_now, decision.workers, decision.until, decision.reason)
@@ -101,6 +106,7 @@ class CarbonGate:
             mean_new = (total_s - self._sum_s) / new
             self._n, self._sum_s = epochs_done, total_s
             self._sum_sq += new * mean_new * mean_new
+            self._longest_s = max(self._longest_s, mean_new)
         n = self._n
         bound = mean_s
         if n >= 2:

@@ -134,8 +134,8 @@ Measure = Callable[[int, float, float, int], dict[str, float]]
 
 class Gate(Protocol):
     """When the work may run (a carbon-aware schedule, `basht.tune.carbon_gate`): how many trials
-    may run now, and until when that holds at the latest, from the epochs run so far and their
-    mean length (None before the first)."""
+    may run now, and until when that holds at the latest, from the epochs run so far and the
+    worker-seconds each cost on average, the trials' loads included (None before the first)."""
 
     def allowed(self, now: float, epochs_done: int, epoch_s: float | None) -> tuple[int, float]: ...
 
@@ -404,6 +404,8 @@ class Tuner:
             self._on_report(event, trial)
         elif kind == EventKind.LOADED:
             trial.load_s += event.load_s
+            if self.gate is not None:  # a load is work too: every start and resume costs one
+                self._epoch_s_sum += event.load_s
             if self._logging:
                 trial.segment = ("train_s", self.clock())
                 self.store.add_trial_time(trial.row_id, load_s=event.load_s)

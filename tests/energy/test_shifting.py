@@ -43,7 +43,7 @@ def shifter(intensity: TimeSeriesIntensity, deadline: float, workers: int, **kw)
 # --- forecasts ---------------------------------------------------------------------------------
 
 
-def test_persistence_forecast_is_the_same_hour_a_day_earlier() -> None:
+def test_persistence_forecast_is_the_same_hour_a_day_earlier_at_todays_level() -> None:
     hourly = TimeSeriesIntensity(
         [T0 + i * H for i in range(-50, 50)], [1000.0 + i for i in range(-50, 50)], source="test"
     )
@@ -51,9 +51,10 @@ def test_persistence_forecast_is_the_same_hour_a_day_earlier() -> None:
     f = PersistenceForecast(hourly)
     assert f.g_per_kwh(now - 100, now) == 1000.0  # the past is known: the series itself
     assert f.g_per_kwh(now, now) == 1000.0
-    assert f.g_per_kwh(now + H, now) == 1000.0 - 23  # T0 + 1.5h - 24h
-    assert f.g_per_kwh(now + DAY, now) == 1000.0  # exactly a day ahead: k = 1 lands on now
-    assert f.g_per_kwh(now + DAY + 1, now) == 1000.0 - 24  # past a day: two days back
+    # today runs 24 above yesterday: yesterday's hours, moved up by that
+    assert f.g_per_kwh(now + H, now) == 1000.0 - 23 + 24  # T0 + 1.5h - 24h
+    assert f.g_per_kwh(now + DAY, now) == 1000.0 + 24  # exactly a day ahead: k = 1 lands on now
+    assert f.g_per_kwh(now + DAY + 1, now) == 1000.0 - 24 + 24  # past a day: two days back
     assert "persistence" in f.describe() and "test" in f.describe()
 
 
@@ -80,9 +81,15 @@ def test_slots_are_cut_at_multiples_of_step_from_the_epoch() -> None:
 
 
 def test_slots_use_the_forecast_made_at_now() -> None:
-    s = series((-DAY, 50), (0, 400))
+    s = series((-DAY, 50), (-DAY + 900, 20), (0, 400))
     got = slots(PersistenceForecast(s), T0, T0 + 1800, 900.0)
-    assert [x.g_per_kwh for x in got] == [400.0, 50.0]  # now is known; later is a day earlier
+    # now is known; later is yesterday's shape (30 less a quarter hour on) at today's level
+    assert [x.g_per_kwh for x in got] == [400.0, 370.0]
+
+
+def test_persistence_forecast_is_never_below_zero() -> None:
+    s = series((-DAY, 300), (-DAY + H, 10), (0, 100))
+    assert PersistenceForecast(s).g_per_kwh(T0 + H, T0) == 0.0  # 10 + (100 - 300) clamped
 
 
 # --- decide ------------------------------------------------------------------------------------
