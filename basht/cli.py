@@ -118,6 +118,9 @@ def _lifecycle(
     print_result(result.summary, console)  # while the plotter draws
     if plots:  # of the whole run, every attempt
         _write_plots(store_url, result.run_id, plotter)
+        from basht.track import send_plots
+
+        send_plots(store_url, result.run_id)  # to MLflow, when the run went there
     if plotter is not None:
         plotter.close()
     _done_and_closed()  # the runner closed the store; the workers and the plotter are gone
@@ -412,6 +415,40 @@ def report(
 
 
 @app.command()
+def dashboard(
+    store: StoreOption = "sqlite:///basht.db",
+    port: Annotated[int, typer.Option(help="Port to serve on (0: any free port).")] = 8765,
+    host: Annotated[
+        str, typer.Option(help="Address to bind; 127.0.0.1 keeps it to this machine.")
+    ] = "127.0.0.1",
+    results: Annotated[
+        Path, typer.Option(help="Where comparisons are kept (they are listed too).")
+    ] = Path("results"),
+) -> None:
+    """Serve a local web page of the store's runs, each drawn live while it runs, until Ctrl-C.
+
+    Read-only: the store is never written. Interactive charts of a run's trials, best value so
+    far, workers, energy and carbon against its budgets, Pareto front and Table 2 metrics."""
+    import contextlib
+
+    from basht.dashboard import open_dashboard
+    from basht.store.urls import shown_url
+
+    served = open_dashboard(store, host, port, results)
+    local = host in ("127.0.0.1", "localhost", "::1")
+    reach = "this machine only" if local else "reachable from other machines: all can see every run"
+    console.print(
+        f"basht dashboard: {served.url} ({reach}); store {shown_url(store)}, read-only; "
+        "Ctrl-C to stop",
+        highlight=False,
+        soft_wrap=True,
+    )
+    with contextlib.suppress(KeyboardInterrupt):  # uvicorn stops, then raises Ctrl-C again
+        served.serve()
+    console.print("dashboard stopped")
+
+
+@app.command()
 def curves(
     run_id: Annotated[
         str, typer.Argument(metavar="RUN", help="Run id, a unique prefix of it, or `latest`.")
@@ -438,6 +475,30 @@ def curves(
         + (f"; {left} trials without a full curve left out" if left else "")
         + f"; median load {table.load_s:.4g} s"
     )
+
+
+@app.command()
+def export(
+    run_id: Annotated[
+        str, typer.Argument(metavar="RUN", help="Run id, a unique prefix of it, or `latest`.")
+    ],
+    to: Annotated[str, typer.Option(help="The tracker: mlflow, tensorboard or wandb.")],
+    uri: Annotated[
+        str | None,
+        typer.Option(
+            help="MLflow's tracking URI [default: the run's, MLFLOW_TRACKING_URI, else mlflow.db "
+            "beside the run folders]; for tensorboard and wandb, the folder to write in "
+            "[default: the run's results folder]."
+        ),
+    ] = None,
+    store: StoreOption = "sqlite:///basht.db",
+) -> None:
+    """Write a stored RUN to an experiment tracker: its trials, reports, energy, phases and
+    Table 2, as `measure.trackers` does while a run goes (W&B: offline files)."""
+    from basht.track import export_run
+
+    done = export_run(store, run_id, to, uri)
+    _say_path(f"run {done.run_id} exported to {done.tracker}: {done.where}")
 
 
 @app.command()

@@ -490,6 +490,33 @@ class EstimateSpec(_Strict):
 TrialStateName = Literal["failed", "aborted", "stopped", "completed", "paused"]
 
 
+#: The experiment trackers a run can be written to as it goes (`basht.track`), each an extra.
+TRACKERS = ("mlflow", "tensorboard", "wandb")
+
+
+class TrackerSpec(_Strict):
+    """An experiment tracker the run is written to while it goes, from a thread that reads the
+    store (`basht.track`): a tracker that fails is dropped with one warning, never the run."""
+
+    name: Literal["mlflow", "tensorboard", "wandb"]
+    """Which tracker: `mlflow`, `tensorboard` (event files under the run's results folder) or
+    `wandb` (Weights & Biases, offline, under the run's results folder)."""
+    uri: str | None = Field(default=None, min_length=1)
+    """mlflow: the tracking URI (`http://127.0.0.1:5000`, `sqlite:///mlflow.db`); default: the
+    environment variable MLFLOW_TRACKING_URI, else `mlflow.db` (SQLite) beside the run folders."""
+    experiment: str | None = Field(default=None, min_length=1)
+    """mlflow: the MLflow experiment the run goes under (default: this experiment's `name`)."""
+    project: str | None = Field(default=None, min_length=1)
+    """wandb: the project the offline runs are synced to (default: this experiment's `name`)."""
+
+    @model_validator(mode="after")
+    def _applies(self) -> TrackerSpec:
+        for key, owner in (("uri", "mlflow"), ("experiment", "mlflow"), ("project", "wandb")):
+            if getattr(self, key) is not None and self.name != owner:
+                raise _at(key, f"applies to {owner} only, not to {self.name}")
+        return self
+
+
 class MeasureSpec(_Strict):
     """How energy, carbon and cost are measured, and where live metrics are served."""
 
@@ -515,6 +542,30 @@ class MeasureSpec(_Strict):
         default_factory=lambda: [state.value for state in WASTED_STATES]
     )
     """The states a trial ends in that count as wasted (WTT, WTE, WTC)."""
+    trackers: list[TrackerSpec] = Field(default_factory=list)
+    """Experiment trackers the run is written to as it goes: names (`[mlflow, tensorboard]`), or
+    mappings with a name and its settings (`{name: mlflow, uri: http://127.0.0.1:5000}`). Each
+    needs its extra: `pip install 'basht[mlflow]'`."""
+
+    @field_validator("trackers", mode="before")
+    @classmethod
+    def _tracker_names(cls, value: Any) -> Any:
+        """A name alone is the tracker with its defaults; an unknown or repeated name is named."""
+        if not isinstance(value, list):
+            return value
+        items = [{"name": item} if isinstance(item, str) else item for item in value]
+        seen: set[str] = set()
+        for index, item in enumerate(items):
+            name = item.get("name") if isinstance(item, dict) else None
+            if not isinstance(name, str):
+                continue
+            if name not in TRACKERS:
+                expected = ", ".join(TRACKERS)
+                raise _at(str(index), f"unknown tracker {name!r} (expected one of: {expected})")
+            if name in seen:
+                raise _at(str(index), f"{name} is listed twice")
+            seen.add(name)
+        return items
 
 
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)", re.IGNORECASE)
@@ -567,9 +618,11 @@ class ScheduleSpec(_Strict):
     deadline: str | None = Field(default=None, min_length=1, max_length=64)
     """When the job must be done: a duration from the start (`12h`, `90m`, `2d`, seconds) or an
     ISO 8601 time (UTC unless it says). Needed with `carbon_aware`."""
-    forecast: Literal["persistence", "perfect"] = "persistence"
-    """What the scheduler expects of the grid: `persistence` (the same hours a day earlier) or
-    `perfect` (the recorded series itself: an oracle, for recorded runs and evaluation)."""
+    forecast: Literal["persistence", "perfect", "electricitymaps"] = "persistence"
+    """What the scheduler expects of the grid: `persistence` (the same hours a day earlier, moved
+    to today's level), `perfect` (the recorded series itself: an oracle, for recorded runs and
+    evaluation) or `electricitymaps` (the zone's forecast from the Electricity Maps API, live:
+    needs `measure.carbon.region` and a token)."""
     max_workers: int | None = Field(default=None, ge=1, le=10_000)
     """The most trials that may run at once (default `resources.workers`); the scheduler may
     run fewer, or none."""
@@ -1032,10 +1085,21 @@ class Experiment(BaseModel):
             raise _at("schedule.carbon_aware", f"runs with system: native, not {self.system}")
         if self.plan is not None:
             raise _at("schedule.carbon_aware", "a RubberBand plan fixes when its stages run")
-        if self.measure.carbon.csv is None:
+        carbon = self.measure.carbon
+        if schedule.forecast == "electricitymaps":
+            if carbon.region is None:
+                raise _at(
+                    "schedule.forecast",
+                    "electricitymaps forecasts a zone: give measure.carbon.region",
+                )
+            replayed = {"start": schedule.start is not None, "time_scale": schedule.time_scale != 1}
+            for key in (k for k, given in replayed.items() if given):
+                raise _at(f"schedule.{key}", "replays a recorded series: measure.carbon.csv")
+        elif carbon.csv is None:
             raise _at(
                 "schedule.carbon_aware",
-                "needs a carbon intensity that changes over time: measure.carbon.csv",
+                "needs a carbon intensity that changes over time: measure.carbon.csv "
+                "(or a region with forecast: electricitymaps)",
             )
         return self
 
@@ -1323,6 +1387,8 @@ def _fields_at(loc: list[str]) -> list[str]:
     model: Any = Experiment
     for part in loc:
         fields = getattr(model, "model_fields", None)
+        if fields is not None and part.isdigit() and part not in fields:
+            continue  # an item of a list of models (`measure.trackers.0`): the model's keys
         if fields is None or part not in fields:
             # Inside a dict of parameters: the key is the user's name, the value a param model.
             if model is ParamSpec or model == "param":

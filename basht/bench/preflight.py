@@ -12,7 +12,9 @@ resolves them (the same functions), so a file that passes does not fail for thes
   psycopg, as in the store);
 - `search.sampler: tpe` finds Optuna, whose TPE it fits;
 - a fixed `measure.prometheus_port` can be bound on the host the exporter serves on (bound and
-  closed at once; 0, a free port, needs no check).
+  closed at once; 0, a free port, needs no check);
+- each of `measure.trackers` has its package, and an MLflow tracking server given by URL answers
+  (one GET of its /health; `basht.track.checks`).
 
 Every problem is one ExperimentError line `<file>: <key.path>: <what was wrong>`.
 """
@@ -57,6 +59,10 @@ def preflight(experiment: Experiment, source: str | None = None) -> Any:
     _check_store(experiment.store, where)
     _check_sampler(experiment, where)
     _check_prometheus_port(experiment.measure.prometheus_port, where)
+    if experiment.measure.trackers:
+        from basht.track.checks import check_trackers
+
+        check_trackers(experiment, where)
     _check_plan(experiment, where)
     return workload
 
@@ -256,8 +262,12 @@ def _check_carbon(experiment: Experiment, where: str) -> None:
     from basht.energy.carbon import intensity_from_spec
 
     try:  # builds only: a live source asks the API once running
-        intensity_from_spec(experiment.measure.carbon)
-    except SpecError as err:  # `measure.carbon.<key>: <reason>`
+        intensity = intensity_from_spec(experiment.measure.carbon)
+        if experiment.schedule.carbon_aware:
+            from basht.bench.carbon_schedule import forecast_of
+
+            forecast_of(experiment, intensity)  # a forecast needing a token has one
+    except SpecError as err:  # `measure.carbon.<key>: <reason>`, `schedule.forecast: ...`
         raise ExperimentError(f"{where}: {_one_line(err)}") from None
 
 

@@ -219,6 +219,7 @@ def _execute(
 
     status, error = "failed", None
     sut: SystemUnderTest | None = None
+    tracking = None  # the experiment trackers following the run from the store (basht.track)
     metric_rows: list[tuple[str, float | None, str, str | None]] = []
     try:
         try:
@@ -234,6 +235,10 @@ def _execute(
         ctx.monitor = start_monitor(ctx.experiment, store, run_id, ctx.resume, ctx.intensity)
         if ctx.experiment.measure.prometheus_port is not None:
             ctx.exporter = start_exporter(ctx, ctx.experiment.measure.prometheus_port)
+        if ctx.experiment.measure.trackers:
+            from basht.track import start_tracking
+
+            tracking = start_tracking(store, run_id, ctx.experiment.measure.trackers)
         sut = (system_factory or make_system)(ctx)
         with timed("deploy", record):
             sut.deploy()
@@ -301,6 +306,8 @@ def _execute(
             except OSError as err:  # the store has it all; the file is a copy
                 if results_dir.is_dir():  # else the error says the folder could not be made
                     log.error("results.json not written to %s: %s", results_dir, err.strerror)
+            if tracking is not None:  # the end, Table 2 and results.json, to each tracker
+                tracking.finish()
             store.close()
     return _result(summary, results_dir)
 

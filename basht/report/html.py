@@ -1,20 +1,25 @@
 """One self-contained HTML file per run or comparison: its tables and its plots, images inline.
 
 Nothing is fetched when the file is opened (no scripts, fonts or images from elsewhere), so it
-can be mailed, archived or attached to a CI run as it is. Without matplotlib the tables are
-written alone, with a note saying how to get the plots.
+can be mailed, archived or attached to a CI run as it is. A run's page also has the interactive
+charts of `basht dashboard` (`basht.report.charts`): their data, the charting library and the
+code that draws them are written into the page. Its plots (PNG) stay below them, for a reader
+without JavaScript and for printing. Without matplotlib the tables are written alone, with a note
+saying how to get the plots.
 """
 
 from __future__ import annotations
 
 import base64
 import html
+import json
 import tempfile
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from basht.report.charts import run_charts, script
 from basht.report.compare import Row, compare_rows
 from basht.report.comparison import Comparison
 from basht.report.console import (
@@ -143,8 +148,29 @@ def _plots_or_note(plots: dict[str, Path] | None, captions: dict[str, str], what
     )
 
 
-def run_sections(summary: dict[str, Any], plots: dict[str, Path] | None) -> list[str]:
-    """A run's result, phases, metrics and plots, as HTML sections."""
+def charts_section(data: dict[str, Any]) -> list[str]:
+    """The run's interactive charts: their data and the script that draws them, inline. A
+    `<` in the data is escaped, so no value (a configuration's string) can end the script."""
+    payload = json.dumps(data, allow_nan=False).replace("<", "\\u003c")
+    code = script()
+    if "</script" in code.lower():  # it would end the element early: a library update to check
+        raise ValueError("the chart script holds '</script': it cannot be inlined")
+    return [
+        "<h2>Charts</h2>",
+        '<div id="basht-charts"><p class="note">The interactive charts need JavaScript; the '
+        "plots below show the same figures as images.</p></div>",
+        f'<script type="application/json" id="basht-chart-data">{payload}</script>',
+        f"<script>{code}</script>",
+        "<script>BashtCharts.mount(document.getElementById('basht-charts'), "
+        "JSON.parse(document.getElementById('basht-chart-data').textContent));</script>",
+    ]
+
+
+def run_sections(
+    summary: dict[str, Any], plots: dict[str, Path] | None, charts: Sequence[str] = ()
+) -> list[str]:
+    """A run's result, phases, metrics and plots, as HTML sections; `charts` (the interactive
+    charts' section) goes right after the result."""
     best = summary["best"]
     counts = summary["trial_counts"]
     head = [
@@ -180,6 +206,7 @@ def run_sections(summary: dict[str, Any], plots: dict[str, Path] | None) -> list
     return [
         "<h2>Result</h2>",
         _table(("", ""), head, numeric_from=2),
+        *charts,
         *objectives_section(summary, front),
         *schedule_section(summary, None if plots is None else plots.get("schedule")),
         "<h2>Phases</h2>",
@@ -305,7 +332,8 @@ def _cluster_sections(summary: dict[str, Any]) -> list[str]:
 def run_html(store: Store, run_id: str, plots: dict[str, Path] | None) -> str:
     summary = build_summary(store, run_id)
     meta = f"experiment {summary['experiment'].get('name')} · system {summary['system']}"
-    return _page(f"Basht run {summary['run_id']}", meta, run_sections(summary, plots))
+    charts = charts_section(run_charts(store, summary["run_id"]))
+    return _page(f"Basht run {summary['run_id']}", meta, run_sections(summary, plots, charts))
 
 
 def comparison_html(

@@ -36,11 +36,14 @@ class Segment:
     state: str
 
 
-def segments(store: Store, run_id: str, lanes: int) -> list[Segment]:
-    """Every trial segment of the run, placed on at least `lanes` worker lanes."""
+def segments(store: Store, run_id: str, lanes: int, origin: float | None = None) -> list[Segment]:
+    """Every trial segment of the run, placed on at least `lanes` worker lanes; times from
+    `origin` (unix seconds), by default the run phase's start (a live view, whose run phase is
+    not stored yet, passes its own)."""
     from basht.report.runstats import run_start
 
-    origin = run_start(store, run_id)
+    if origin is None:
+        origin = run_start(store, run_id)
     if origin is None:
         return []
     attempts = sorted((p.start, p.end) for p in store.phases(run_id) if p.name == "run")

@@ -103,13 +103,17 @@ def _json_without_nan(value: Any) -> str:
         return json.dumps(nan_to_null(value), allow_nan=False)
 
 
-def open_engine(url: str, create: bool = True) -> Engine:
+def open_engine(url: str, create: bool = True, read_only: bool = False) -> Engine:
     """An engine for `url` (as `resolve_url` reads it); a SQLite file's folder is made, unless
     `create` is off, when a SQLite file that is not there is an error (a reader must not leave an
-    empty store behind)."""
+    empty store behind). `read_only` (implies `create` off) is for viewers that must never change
+    the store: see `_read_only_options`."""
     parsed = resolve_url(url)
+    create = create and not read_only
     server = parsed.get_backend_name() != "sqlite"
-    options = {"json_serializer": _json_without_nan} if server else {}
+    options: dict[str, Any] = {"json_serializer": _json_without_nan} if server else {}
+    if read_only:
+        options.update(_read_only_options(parsed))
     try:
         engine = create_engine(parsed, **options)
     except (ArgumentError, ValueError) as err:
@@ -123,9 +127,31 @@ def open_engine(url: str, create: bool = True) -> Engine:
                 raise StoreError(
                     f"store {shown_url(url)!r}: there is no {database} (no run was stored there)"
                 )
-            Path(database).parent.mkdir(parents=True, exist_ok=True)
-        event.listen(engine, "connect", _sqlite_pragmas)
+            if create:
+                Path(database).parent.mkdir(parents=True, exist_ok=True)
+        event.listen(engine, "connect", _sqlite_reader_pragmas if read_only else _sqlite_pragmas)
     return engine
+
+
+def _read_only_options(parsed: Any) -> dict[str, Any]:
+    """Engine options under which nothing can be written: a SQLite file opened as a `mode=ro`
+    URI, a PostgreSQL session whose transactions are read-only. Other databases are opened as
+    they are (their users' grants decide)."""
+    database = parsed.database
+    if parsed.get_backend_name() == "sqlite" and database and database != ":memory:":
+        uri = f"{Path(database).resolve().as_uri()}?mode=ro"
+        return {"creator": lambda: sqlite3.connect(uri, uri=True, check_same_thread=False)}
+    if parsed.get_backend_name() == "postgresql":
+        return {"connect_args": {"options": "-c default_transaction_read_only=on"}}
+    return {}
+
+
+def _sqlite_reader_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    """A read-only connection's settings: it waits for a writer's lock as a writer would, and
+    leaves the journal mode (a write) to the writers."""
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.close()
 
 
 def _server_gone(url: str) -> Any:
@@ -173,11 +199,15 @@ _SELECT_REVISION = text(f"SELECT version_num FROM {VERSION_TABLE}")
 class Store:
     """All reads and writes of experiments, runs, phases, trials, reports, checkpoints and metrics."""
 
-    def __init__(self, url: str = "sqlite:///basht.db", *, create: bool = True):
+    def __init__(
+        self, url: str = "sqlite:///basht.db", *, create: bool = True, read_only: bool = False
+    ):
         """Open the store at `url`, made or brought to the newest schema revision first (see
-        `basht.store.migrate`); with `create` off, a SQLite file must be there already."""
+        `basht.store.migrate`); with `create` off, a SQLite file must be there already. A
+        `read_only` store (a viewer's: `basht dashboard`) is never written, nor migrated."""
         self.url = url
-        self.engine = open_engine(url, create)
+        create = create and not read_only
+        self.engine = open_engine(url, create, read_only)
         try:
             # A reader must not turn an empty or unrelated database into a store.
             if not create and not self._tables() & Base.metadata.tables.keys():
@@ -186,6 +216,11 @@ class Store:
                     "there; no run was stored there)"
                 )
             if self._revisions() != (HEAD_REVISION,):
+                if read_only:
+                    raise StoreError(
+                        f"store {shown_url(url)!r}: written by another version of Basht; "
+                        f"`basht runs --store {shown_url(url)}` brings it up to date"
+                    )
                 self._migrate()
         except DatabaseError as err:  # also a file that is not SQLite, or a corrupt one
             raise StoreError(

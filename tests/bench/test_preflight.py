@@ -68,12 +68,6 @@ CASES = [
         "store: not a valid SQLAlchemy URL",
     ),
     (
-        "fluid on ray",
-        "digits-asha.yaml",
-        lambda d: d.update(executor="ray", engine={"scheduler": "fluid"}),
-        "engine.scheduler: fluid runs on executor: local only",
-    ),
-    (
         "mnist path missing",
         "digits-asha.yaml",
         lambda d: d["workload"].update(name="mnist-mlp", params={"path": "/nonexistent/mnist"}),
