@@ -12,8 +12,9 @@ per task (`--budget` times the median 52-epoch trial's seconds, from a sample of
 configurations):
 
 * Basht (`basht.tune.simulate`, the Tuner on the simulated executor): random search, SHA,
-  Hyperband, ASHA, async Hyperband (promotion, as Basht runs them when trials checkpoint), and
-  TPE with ASHA;
+  Hyperband, ASHA, async Hyperband (promotion, as Basht runs them when trials checkpoint), ASHA
+  in its stopping variant (as Basht runs it for a workload that cannot checkpoint, and the kind
+  Syne Tune's ASHA is: the like-for-like pair), and TPE with ASHA;
 * Syne Tune's own simulator backend (`UserBlackboxBackend` over the same surrogate, with its
   `SimulatorCallback`): its ASHA (one bracket) and Hyperband (ASHA with every bracket), both the
   stopping kind, which is what Syne Tune's ASHA is.
@@ -23,9 +24,12 @@ Regret: the best validation accuracy a large random sample of the surrogate reac
 `--optima`) less the best accuracy of the trials trained to 52 epochs by a time; normalised by
 the sample's best-to-worst span. Reported: the median normalised regret at 10 %, 50 % and 100 %
 of the budget, each method's rank per task (by its median at 100 %), the tasks where Basht's ASHA
-is no worse than Syne Tune's, and the wall time each simulator took for the same jobs.
+(each variant) is no worse than Syne Tune's, and the wall time each simulator took for the same
+jobs. `--methods` runs some of the methods only (the ASHA comparison: `--methods ASHA "ASHA
+(stopping)" "Syne Tune ASHA"`).
 
     python benchmarks/lcbench.py [--tasks 34] [--seeds 10] [--workers 4,32] [--budget 20]
+        [--methods NAME ...]
     python benchmarks/lcbench.py --optima      # the per-task optima, once (about 2 minutes)
 """
 
@@ -52,13 +56,14 @@ from _results import write_results  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-BASHT = {  # method -> (sampler, pruner)
-    "random": ("random", "none"),
-    "SHA": ("random", "sha"),
-    "Hyperband": ("random", "hyperband"),
-    "ASHA": ("random", "asha"),
-    "async Hyperband": ("random", "async-hyperband"),
-    "TPE+ASHA": ("tpe", "asha"),
+BASHT = {  # method -> (sampler, pruner, variant: promotion when trials checkpoint, or stopping)
+    "random": ("random", "none", "promotion"),
+    "SHA": ("random", "sha", "promotion"),
+    "Hyperband": ("random", "hyperband", "promotion"),
+    "ASHA": ("random", "asha", "promotion"),
+    "ASHA (stopping)": ("random", "asha", "stopping"),
+    "async Hyperband": ("random", "async-hyperband", "promotion"),
+    "TPE+ASHA": ("tpe", "asha", "promotion"),
 }
 SYNE_TUNE = {"Syne Tune ASHA": 1, "Syne Tune Hyperband": 4}  # method -> brackets
 FRACTIONS = (0.1, 0.5, 1.0)
@@ -128,8 +133,11 @@ def basht_job(task: str, method: str, seed: int, workers: int, budget_s: float) 
     from basht.tune.simulate import simulate
     from basht.workloads.lcbench import LCBenchCurve
 
-    sampler, pruner = BASHT[method]
-    algorithm = make_algorithm(Experiment.from_dict(experiment(task, sampler, pruner, seed)))
+    sampler, pruner, variant = BASHT[method]
+    algorithm = make_algorithm(
+        Experiment.from_dict(experiment(task, sampler, pruner, seed)),
+        can_checkpoint=variant == "promotion",
+    )
     start = time.perf_counter()
     result = simulate(
         algorithm,
@@ -239,16 +247,14 @@ def regret_at(done: list[tuple[float, float]], at: float, best: float, worst: fl
     return (best - max(reached)) / (best - worst)
 
 
-def run_task(task: str, seeds: int, workers: int, budget: float, syne: bool) -> list[dict]:
+def run_task(task: str, seeds: int, workers: int, budget: float, methods: list[str]) -> list[dict]:
     from basht.workloads.lcbench import optima
 
     known = optima().get(task)
     if known is None:
         raise SystemExit(f"no optimum stored for task {task}: run benchmarks/lcbench.py --optima")
     budget_s = budget * median_trial_s(task)
-    jobs = {m: basht_job for m in BASHT}
-    if syne:
-        jobs.update({m: synetune_job for m in SYNE_TUNE})
+    jobs = {m: basht_job if m in BASHT else synetune_job for m in methods}
     rows = []
     for method, job in jobs.items():
         runs = [job(task, method, seed, workers, budget_s) for seed in range(seeds)]
@@ -289,21 +295,26 @@ def summarise(rows: list[dict]) -> dict[str, Any]:
             "median_rank": statistics.median(r["rank"] for r in mine),
             "wall_s": sum(r["wall_s"] for r in mine),
         }
-    if "Syne Tune ASHA" in summary["methods"]:
+    methods = summary["methods"]
+    if "Syne Tune ASHA" not in methods:
+        return summary
+    for mine, key in (("ASHA", "basht_asha"), ("ASHA (stopping)", "basht_stopping_asha")):
+        if mine not in methods:
+            continue
         no_worse = [
             f"{task}@{workers}"
             for task, workers in cases
-            if by[(task, workers, "ASHA")]["median_normalised_regret"]["1.0"]
+            if by[(task, workers, mine)]["median_normalised_regret"]["1.0"]
             <= by[(task, workers, "Syne Tune ASHA")]["median_normalised_regret"]["1.0"]
         ]
-        summary["basht_asha_no_worse_than_synetune_asha"] = {
+        summary[f"{key}_no_worse_than_synetune_asha"] = {
             "cases": len(no_worse),
             "of": len(cases),
             "which": no_worse,
         }
-        basht_s = summary["methods"]["ASHA"]["wall_s"]
-        syne_s = summary["methods"]["Syne Tune ASHA"]["wall_s"]
-        summary["asha_wall_time_ratio_synetune_over_basht"] = syne_s / basht_s if basht_s else None
+        basht_s, syne_s = methods[mine]["wall_s"], methods["Syne Tune ASHA"]["wall_s"]
+        ratio = syne_s / basht_s if basht_s else None
+        summary[f"{key}_wall_time_ratio_synetune_over_basht"] = ratio
     return summary
 
 
@@ -322,13 +333,15 @@ def print_tables(summary: dict[str, Any], setting: dict[str, Any]) -> None:
             f"{s['wall_s']:.1f}",
         )
     Console().print(table)
-    if "basht_asha_no_worse_than_synetune_asha" in summary:
-        c = summary["basht_asha_no_worse_than_synetune_asha"]
+    for key, name in (("basht_asha", "ASHA (promotion)"), ("basht_stopping_asha", "stopping ASHA")):
+        c = summary.get(f"{key}_no_worse_than_synetune_asha")
+        if c is None:
+            continue
         print(
-            f"Basht's ASHA's median regret is no higher than Syne Tune's ASHA in {c['cases']} of "
+            f"Basht's {name}: median regret no higher than Syne Tune's ASHA in {c['cases']} of "
             f"{c['of']} task x workers cases; Syne Tune's simulator took "
-            f"{summary['asha_wall_time_ratio_synetune_over_basht']:.1f}x Basht's wall time for "
-            "the same ASHA jobs"
+            f"{summary[f'{key}_wall_time_ratio_synetune_over_basht']:.1f}x its wall time for "
+            "the same jobs"
         )
 
 
@@ -341,6 +354,9 @@ def main() -> None:
     parser.add_argument("--workers", default="4,32")
     parser.add_argument("--budget", type=float, default=20.0)
     parser.add_argument("--no-synetune", action="store_true")
+    parser.add_argument(
+        "--methods", nargs="+", choices=[*BASHT, *SYNE_TUNE], default=None, help="default: all"
+    )
     parser.add_argument("--out", type=Path, default=HERE / "results" / "lcbench.json")
     args = parser.parse_args()
     if args.optima:
@@ -348,7 +364,10 @@ def main() -> None:
         return
     from basht.workloads.lcbench import tasks
 
-    syne = not args.no_synetune
+    methods = args.methods or [*BASHT, *SYNE_TUNE]
+    if args.no_synetune:
+        methods = [m for m in methods if m in BASHT]
+    syne = any(m in SYNE_TUNE for m in methods)
     logging.getLogger("syne_tune").setLevel(logging.WARNING)
     if syne:
         try:
@@ -360,13 +379,14 @@ def main() -> None:
     rows = []
     for task in chosen:
         for n in workers:
-            rows += run_task(task, args.seeds, n, args.budget, syne)
+            rows += run_task(task, args.seeds, n, args.budget, methods)
         print(f"task {task} done", file=sys.stderr)
     setting = {
         "tasks": len(chosen),
         "task_ids": chosen,
         "seeds": args.seeds,
         "workers": workers,
+        "methods": methods,
         "budget": f"{args.budget:g} x the task's median 52-epoch trial seconds",
         "regret": "normalised: (sample best - best trained to 52 epochs) / (best - worst)",
     }

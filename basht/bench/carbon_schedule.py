@@ -6,23 +6,33 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from basht.energy.carbon import (
+    ELECTRICITYMAPS_TOKEN_ENV,
+    ScaledIntensity,
+    TimeSeriesIntensity,
+    electricitymaps_base_url,
+    electricitymaps_token,
+)
 from basht.energy.carbon import J_PER_KWH as _J_PER_KWH
-from basht.energy.carbon import ScaledIntensity
+from basht.energy.em_forecast import ElectricityMapsForecast
 from basht.energy.shifting import (
     CarbonShifter,
+    Forecast,
     PerfectForecast,
     PersistenceForecast,
     agnostic_schedule,
     emissions_g,
     oracle_emissions_g,
 )
-from basht.errors import ArgumentError
+from basht.errors import ArgumentError, SpecError
 from basht.experiment import parse_deadline
 from basht.tune.carbon_gate import CarbonGate
 from basht.tune.factory import expected_epochs
 
 if TYPE_CHECKING:
     from basht.bench.lifecycle import RunContext
+    from basht.energy.carbon import CarbonIntensity
+    from basht.experiment import Experiment
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +58,7 @@ def carbon_gate(ctx: RunContext) -> CarbonGate | None:
     # A duration counts from the run phase's start, where a replayed series starts too.
     started = intensity.series_start if scaled else now
     deadline = parse_deadline(schedule.deadline or "", started)
-    forecast = (
-        PerfectForecast(series) if schedule.forecast == "perfect" else PersistenceForecast(series)
-    )
+    forecast = forecast_of(exp, series)
     workers = schedule.max_workers or exp.resources.workers
     shifter = CarbonShifter(forecast, deadline, workers, step_s=schedule.step_s)
     ctx.notes["schedule_start"] = series_now
@@ -65,6 +73,25 @@ def carbon_gate(ctx: RunContext) -> CarbonGate | None:
         to_clock=intensity.to_clock if scaled else None,
         chain_epochs=exp.search.max_budget,  # a trial's epochs run one after another
     )
+
+
+def forecast_of(exp: Experiment, series: CarbonIntensity) -> Forecast:
+    """The forecast `schedule.forecast` names, over the run's intensity `series`."""
+    kind = exp.schedule.forecast
+    if kind == "perfect":
+        return PerfectForecast(series)
+    if kind == "persistence":
+        return PersistenceForecast(series)
+    carbon = exp.measure.carbon
+    token = electricitymaps_token(carbon)
+    if not token:
+        raise SpecError(
+            "electricitymaps needs a token: measure.carbon.electricitymaps_token or "
+            f"the environment variable {ELECTRICITYMAPS_TOKEN_ENV}",
+            "schedule.forecast",
+        )
+    zone = getattr(series, "zone", None) or carbon.region or ""
+    return ElectricityMapsForecast(zone, token, series, base_url=electricitymaps_base_url())
 
 
 def schedule_summary(ctx: RunContext, gate: CarbonGate) -> dict[str, Any]:
@@ -96,7 +123,11 @@ def schedule_summary(ctx: RunContext, gate: CarbonGate) -> dict[str, Any]:
         "trial_energy_kwh": energy_j / _J_PER_KWH,
         "emissions_g": emitted_g,
     }
-    if work_s > 0 and energy_j > 0:
+    if not isinstance(series, TimeSeriesIntensity):  # a live zone: only its present is known
+        summary["accounting"] = (
+            "carbon-agnostic and oracle emissions need the whole series (measure.carbon.csv)"
+        )
+    elif work_s > 0 and energy_j > 0:
         power_w = energy_j / work_s  # per worker, in series seconds
         agnostic = emissions_g(series, agnostic_schedule(start, work_s, gate.max_workers, power_w))
         try:

@@ -37,6 +37,8 @@ J_PER_KWH = 3.6e6  # 1 kWh = 3.6 MJ, exact by definition
 # `carbonIntensity` (gCO2eq/kWh, lifecycle by default) and `datetime` (ISO 8601, hour of the value).
 ELECTRICITYMAPS_BASE_URL = "https://api.electricitymap.org/v3"
 ELECTRICITYMAPS_TOKEN_ENV = "ELECTRICITYMAPS_TOKEN"
+#: Another base URL for the API (a proxy, a mirror, a test server), instead of the public one.
+ELECTRICITYMAPS_URL_ENV = "ELECTRICITYMAPS_API_URL"
 #: Where the experiment file gives its carbon intensity: the key path its errors name.
 CARBON_PATH = "measure.carbon"
 
@@ -536,7 +538,7 @@ def _intensity(spec: CarbonSpec) -> CarbonIntensity:
         raise CarbonIntensityError(
             "expected a zone, such as DE, DEU, US-VA, aws:eu-central-1 or world"
         )
-    token = spec.electricitymaps_token or os.environ.get(ELECTRICITYMAPS_TOKEN_ENV, "")
+    token = electricitymaps_token(spec)
     if not token:
         return TableIntensity.for_zone(region)
     fallback = _fallback_for(region)
@@ -548,7 +550,19 @@ def _intensity(spec: CarbonSpec) -> CarbonIntensity:
     )
     live_zone = fallback.row.alpha2 if known else region
     log.info("carbon: live Electricity Maps zone %s for region %s", live_zone, region)
-    return ElectricityMapsIntensity(live_zone, token, fallback=fallback)
+    return ElectricityMapsIntensity(
+        live_zone, token, base_url=electricitymaps_base_url(), fallback=fallback
+    )
+
+
+def electricitymaps_base_url() -> str:
+    """The API's base URL: the environment's `ELECTRICITYMAPS_API_URL`, else the public one."""
+    return os.environ.get(ELECTRICITYMAPS_URL_ENV, "").strip() or ELECTRICITYMAPS_BASE_URL
+
+
+def electricitymaps_token(spec: CarbonSpec) -> str:
+    """The token a spec gives, else the environment's (empty when neither has one)."""
+    return spec.electricitymaps_token or os.environ.get(ELECTRICITYMAPS_TOKEN_ENV, "")
 
 
 def mean_g_per_kwh(intensity: CarbonIntensity, start: float, end: float) -> float:

@@ -349,7 +349,12 @@ def schedule_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ("forecast", forecast),
         ("carbon intensity", str(schedule.get("intensity") or "-")),
         (f"emissions as run ({source})", _g(schedule.get("emissions_g"))),
-        ("carbon-agnostic", _g(schedule.get("agnostic_emissions_g"))),
+        (
+            "carbon-agnostic",
+            f"- ({schedule['accounting']})"
+            if schedule.get("accounting")
+            else _g(schedule.get("agnostic_emissions_g")),
+        ),
         ("oracle", _g(schedule.get("oracle_emissions_g"))),
         ("saving against carbon-agnostic", saved),
         ("share of the oracle's saving", _percent(schedule.get("oracle_share_percent"))),
