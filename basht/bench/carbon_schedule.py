@@ -52,12 +52,16 @@ def carbon_gate(ctx: RunContext) -> CarbonGate | None:
     scaled = isinstance(intensity, ScaledIntensity)
     series = intensity.series if scaled else intensity
     now = time.time()
+    earlier_s, first_start = _earlier_attempts(ctx)
+    # A duration counts from the (first) run phase's start, where a replayed series starts too;
+    # a resumed replay goes on from where the earlier attempts left the series.
+    started = intensity.series_start if scaled else (first_start or now)
     if scaled:
+        intensity.series_start = started + earlier_s * intensity.time_scale
         intensity.anchor(now)
     series_now = intensity.to_series(now) if scaled else now
-    # A duration counts from the run phase's start, where a replayed series starts too.
-    started = intensity.series_start if scaled else now
     deadline = parse_deadline(schedule.deadline or "", started)
+    ctx.notes["schedule_origin"] = started
     forecast = forecast_of(exp, series)
     workers = schedule.max_workers or exp.resources.workers
     shifter = CarbonShifter(forecast, deadline, workers, step_s=schedule.step_s)
@@ -73,6 +77,30 @@ def carbon_gate(ctx: RunContext) -> CarbonGate | None:
         to_clock=intensity.to_clock if scaled else None,
         chain_epochs=exp.search.max_budget,  # a trial's epochs run one after another
     )
+
+
+def _earlier_attempts(ctx: RunContext) -> tuple[float, float | None]:
+    """The clock seconds the earlier attempts of a resumed run spent in their run phases, and
+    when the first of them began (None for a first attempt). A killed attempt stored no run
+    phase: its run began as its setup ended and lasted until its last record."""
+    if ctx.attempt <= 1:
+        return 0.0, None
+    phases = ctx.store.phases(ctx.run_id)
+    spent, first = 0.0, None
+    for attempt in range(1, ctx.attempt):
+        mine = {p.name: p for p in phases if p.attempt == attempt}
+        if "run" in mine:
+            start, end = mine["run"].start, mine["run"].end
+        elif "setup" in mine:
+            start = mine["setup"].end
+            later = [p.start for p in phases if p.attempt > attempt]
+            end = ctx.store.last_record_at(ctx.run_id, start, min(later, default=time.time()))
+            end = start if end is None else end
+        else:
+            continue
+        spent += max(0.0, end - start)
+        first = start if first is None else first
+    return spent, first
 
 
 def forecast_of(exp: Experiment, series: CarbonIntensity) -> Forecast:
@@ -109,12 +137,15 @@ def schedule_summary(ctx: RunContext, gate: CarbonGate) -> dict[str, Any]:
             energy_j += account.energy_j
             emitted_g += account.emissions_g
     work_s = sum(t.train_s + t.validate_s for t in ctx.store.trials(ctx.run_id)) * scale
-    start = ctx.notes.get("schedule_start", 0.0)
+    start = ctx.notes.get("schedule_start", 0.0)  # series time as this attempt's run began
+    # Carbon-agnostic and the oracle from the first attempt's start: every attempt's work.
+    origin = ctx.notes.get("schedule_origin", start)
     shifter = gate.shifter
     summary: dict[str, Any] = {
         "carbon_aware": True,
         "deadline": shifter.deadline,
         "start": start,
+        "origin": origin,
         "time_scale": scale,
         "max_workers": gate.max_workers,
         "forecast": shifter.forecast.describe(),
@@ -129,10 +160,10 @@ def schedule_summary(ctx: RunContext, gate: CarbonGate) -> dict[str, Any]:
         )
     elif work_s > 0 and energy_j > 0:
         power_w = energy_j / work_s  # per worker, in series seconds
-        agnostic = emissions_g(series, agnostic_schedule(start, work_s, gate.max_workers, power_w))
+        agnostic = emissions_g(series, agnostic_schedule(origin, work_s, gate.max_workers, power_w))
         try:
             oracle = oracle_emissions_g(
-                series, start, shifter.deadline, work_s, gate.max_workers, power_w
+                series, origin, shifter.deadline, work_s, gate.max_workers, power_w
             )
         except ArgumentError:  # the work as run did not fit the deadline at full width
             oracle = agnostic

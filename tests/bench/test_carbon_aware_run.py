@@ -195,4 +195,7 @@ def test_a_killed_carbon_aware_run_resumes_and_restarts_its_held_trials(tmp_path
             reports = [r for r in store.reports(run.id) if r.trial_id == t.id]
             assert reports[-1].epoch == 3 and reports[-1].at >= again[0]["start"]
     assert {p.attempt for p in store.phases(run.id)} == {1, 2}
-    assert results["measurement"]["schedule"]["decisions"]
+    schedule = results["measurement"]["schedule"]
+    # The replay went on where the first attempt left the series, against the same deadline.
+    assert schedule["deadline"] == START_S + 10 * 3600 and schedule["origin"] == START_S
+    assert schedule["start"] > START_S + 100 and schedule["decisions"][0]["at"] >= schedule["start"]
