@@ -31,7 +31,7 @@ from typing import Any
 from basht.engine.messages import WorkloadRef
 from basht.engine.worker import build_workload
 from basht.errors import BashtError, ExperimentError, SpecError, WorkloadError
-from basht.experiment import Experiment
+from basht.experiment import MEASURED_METRICS, Experiment
 from basht.space import Choice, Parameter
 from basht.workloads import is_function_workload, resolve_workload
 
@@ -210,6 +210,19 @@ def _check_metric(experiment: Experiment, factory: Any, where: str) -> None:
             f"{where}: search.metric: {experiment.workload.name} does not report {metric!r} "
             f"(it reports {', '.join(reported)})"
         )
+    if not reported:
+        return
+    search = experiment.search
+    # Every objective and constraint too: one no trial reports fails every trial at its first
+    # report. Measured metrics come from Basht, not from the workload.
+    named = [(f"search.objectives[{i}]", o.metric) for i, o in enumerate(search.objectives or [])]
+    named += [(f"search.constraints[{i}]", c.metric) for i, c in enumerate(search.constraints)]
+    for key, name in named:
+        if name not in reported and name not in MEASURED_METRICS:
+            raise ExperimentError(
+                f"{where}: {key}.metric: {experiment.workload.name} does not report {name!r} "
+                f"(it reports {', '.join(reported)}; measured: {', '.join(MEASURED_METRICS)})"
+            )
 
 
 def _check_unbounded(experiment: Experiment, factory: Any, where: str) -> None:

@@ -234,3 +234,28 @@ def test_a_tpe_sampler_without_optuna_is_one_line_and_with_it_passes(tmp_path, m
     assert str(info.value) == (
         f"{tmp_path / 'exp.yaml'}: search.sampler: tpe needs Optuna: pip install 'basht[tpe]'"
     )
+
+
+@pytest.mark.parametrize(
+    ("key", "change"),
+    [
+        ("search.objectives[1].metric", lambda s: s["objectives"][1].update(metric="f1")),
+        ("search.constraints[0].metric", lambda s: s["constraints"][0].update(metric="f1")),
+    ],
+)
+def test_an_objective_or_constraint_no_trial_reports_is_one_line(key, change, tmp_path):
+    def mutate(data: dict[str, Any]) -> None:
+        change(data["search"])
+        if key.startswith("search.objectives"):
+            data["search"]["constraints"] = []
+
+    path = _write(tmp_path, "digits-energy.yaml", mutate)
+    with pytest.raises(ExperimentError) as err:
+        preflight(load_experiment(path))
+    line = str(err.value)
+    assert "\n" not in line and f"{key}: digits-mlp does not report 'f1'" in line
+    assert "measured: train_energy_kwh" in line  # what Basht measures is offered too
+
+
+def test_measured_objectives_and_constraints_pass_preflight(tmp_path):
+    preflight(load_experiment(_write(tmp_path, "digits-energy.yaml", lambda d: None)))
