@@ -25,11 +25,15 @@ scheduled as the hour would be.
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from basht.energy.shifting import CarbonShifter
+
+log = logging.getLogger(__name__)
 
 #: The shifter's guard (`basht.energy.shifting.Decision.reason`).
 FULL_SPEED = "deadline needs full speed"
@@ -59,6 +63,7 @@ class CarbonGate:
     _allowed_s: float = field(default=0.0, init=False, repr=False)
     _since: float | None = field(default=None, init=False, repr=False)
     _width: int = field(default=0, init=False, repr=False)
+    _warned: bool = field(default=False, init=False, repr=False)  # the deadline said late
 
     def allowed(self, now: float, epochs_done: int, epoch_s: float | None) -> tuple[int, float]:
         if self._since is not None and now > self._since:
@@ -94,7 +99,24 @@ class CarbonGate:
         decision = self.shifter.decide(series_now, work, chain_s=chain)
         if decision.reason == FULL_SPEED:
             self._full_until = decision.until
+            self._say_if_late(series_now, work)
         return self._record(series_now, decision.workers, decision.until, decision.reason)
+
+    def _say_if_late(self, series_now: float, work_s: float) -> None:
+        """Once: the work as now estimated cannot end by the deadline even at full width (the
+        first epochs measured show what no estimate before the run could)."""
+        if self._warned:
+            return
+        finish = self.shifter.earliest_finish(series_now, work_s)
+        if finish > self.shifter.deadline:
+            self._warned = True
+            when = datetime.fromtimestamp(finish, UTC).isoformat(timespec="seconds")
+            log.warning(
+                "schedule.deadline cannot be met: the work left (about %.3g worker-hours) ends "
+                "%s at the earliest at full width; running at full width",
+                work_s / 3600,
+                when.replace("+00:00", "Z"),
+            )
 
     def _epoch_bound(self, mean_s: float, epochs_done: int) -> float:
         """The mean epoch plus `Z` standard errors of it, or the worker-seconds allowed per
