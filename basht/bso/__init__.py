@@ -1,4 +1,5 @@
-"""Zeus-style batch size optimizer for recurring training jobs: bandit, server, client, simulator.
+"""Zeus-style batch size optimizer for recurring training jobs: bandit, server, client, simulator,
+and optionally the GPU power limit per batch size (Zeus's just-in-time power limit optimizer).
 
 `basht bso serve` runs the server (Zeus's wire protocol, so Zeus clients work unchanged);
 `BatchSizeOptimizer` is the client a training script uses. The server stack (FastAPI, SQLAlchemy
@@ -16,15 +17,20 @@ if TYPE_CHECKING:
     from basht.bso.cost import zeus_cost
     from basht.bso.errors import BSOError, BSOOrderError, BSOServerError, TrainFailError
     from basht.bso.http import BSOClient
-    from basht.bso.spec import JobSpec, ReportResponse, TrialId
+    from basht.bso.power import NvmlPowerLimits, PowerLimitError, PowerLimits
+    from basht.bso.spec import Assignment, JobSpec, ReportResponse, TrialId
 
 __all__ = [
+    "Assignment",
     "BSOClient",
     "BSOError",
     "BSOOrderError",
     "BSOServerError",
     "BatchSizeOptimizer",
     "JobSpec",
+    "NvmlPowerLimits",
+    "PowerLimitError",
+    "PowerLimits",
     "ReportResponse",
     "TrainFailError",
     "TrialId",

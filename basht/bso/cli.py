@@ -188,6 +188,15 @@ def simulate(
     no_early_stop: Annotated[
         bool, typer.Option("--no-early-stop", help="beta_knob = null.")
     ] = False,
+    power_limits: Annotated[
+        bool,
+        typer.Option(
+            "--power-limits",
+            help="Optimize the GPU power limit too (`optimize_power_limit`): each batch size's "
+            "first run profiles the trace's limits in its first epoch, later runs use the "
+            "cheapest.",
+        ),
+    ] = False,
     server: Annotated[
         str | None,
         typer.Option(help="A running BSO server; by default one is started on 127.0.0.1."),
@@ -218,6 +227,8 @@ def simulate(
 
     if protocol not in ("epoch", "zeus"):
         raise BSOError(f"protocol {protocol!r}: expected epoch or zeus")
+    if power_limits and protocol != "epoch":
+        raise BSOError("--power-limits: needs --protocol epoch")
     if not 0.0 <= eta <= 1.0:
         raise BSOError(
             f"--eta {eta:g}: expected a value in [0, 1] (1 = energy only, 0 = time only)"
@@ -242,6 +253,7 @@ def simulate(
             eta,
             None if no_early_stop else beta,
             protocol,  # type: ignore[arg-type]
+            power_limits=power_limits,
         )
     default = simulate_fixed(trace, trace.default_batch_size, recurrences, seed, eta)
     best = best_fixed(trace, recurrences, seed, eta)
@@ -298,13 +310,18 @@ def _recurrence_table(result: Any) -> Any:
         total += cost
         table.add_row(
             str(number),
-            " → ".join(f"{r.batch_size}{'✓' if r.converged else '✗'}" for r in runs),
+            " → ".join(f"{_knobs(r)}{'✓' if r.converged else '✗'}" for r in runs),
             f"{sum(r.energy_j for r in runs) / 1e6:.2f}",
             f"{sum(r.time_s for r in runs) / 3600:.2f}",
             f"{cost:.4g}",
             f"{total:.4g}",
         )
     return table
+
+
+def _knobs(run: Any) -> str:
+    """A run's batch size, and its power limit where one was chosen: 128@100W."""
+    return f"{run.batch_size}" + ("" if run.power_limit_w is None else f"@{run.power_limit_w:g}W")
 
 
 def _summary_table(trace: Any, results: list[Any], default: Any) -> Any:

@@ -9,11 +9,16 @@ on_evaluate, training_finished, a train-fail error), but energy comes from Basht
     batch_size = bso.get_batch_size()
     bso.on_train_begin()
     for epoch in range(max_epochs):
-        train_one_epoch(batch_size)
+        train_one_epoch(batch_size)   # calling bso.on_step_begin() before each step is optional
         bso.on_evaluate(validate())   # raises TrainFailError when this run is given up
         if bso.training_finished:
             break
     bso.end()
+
+A job registered with `optimize_power_limit=True` also gets a GPU power limit per batch size: the
+first run of a batch size profiles the limits just in time (during its first steps when the script
+calls `on_step_begin`, else one limit per epoch), and every later run of it trains at the limit of
+least cost. Setting limits needs root; see `power_limit` for what happens without.
 """
 
 from __future__ import annotations
@@ -28,7 +33,18 @@ from typing import Any, Protocol
 from basht.bso.errors import BSOError, BSOOrderError, TrainFailError
 from basht.bso.hardware import Hardware, detect
 from basht.bso.http import BSOClient
-from basht.bso.spec import CreatedJob, JobSpec, JobSpecFromClient, TrainingResult, TrialId
+from basht.bso.jit import JitProfiler
+from basht.bso.power import PowerLimitMode, PowerLimits, open_power_limits
+from basht.bso.spec import (
+    Assignment,
+    CreatedJob,
+    JobSpec,
+    JobSpecFromClient,
+    PowerMeasurement,
+    PowerProfile,
+    TrainingResult,
+    TrialId,
+)
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +74,12 @@ class BatchSizeOptimizer:
     what is detected (see `basht.bso.hardware`). `monitor` defaults to a Basht `EnergyMonitor`
     sampling every 0.1 s (NVML on GPU machines), which this object then owns and closes.
     With GPUs only their energy is reported, as Zeus does; without, the whole node's.
+
+    `power_limit` matters only for a job that optimizes the power limit: "auto" sets limits
+    through NVML where this machine allows it, and otherwise logs why not and trains at the
+    current limit; "nvml" raises a `PowerLimitError` instead; "off" never touches them; or pass
+    a `PowerLimits` of your own. Limits found at the start are put back at `end()`.
+    `warmup_steps` and `profile_steps` are Zeus's per-limit profile lengths.
     """
 
     def __init__(
@@ -71,7 +93,12 @@ class BatchSizeOptimizer:
         number_of_gpus: int | None = None,
         gpu_model: str | None = None,
         timeout_s: float = 10.0,
+        power_limit: PowerLimitMode | PowerLimits = "auto",
+        warmup_steps: int = 10,
+        profile_steps: int = 40,
     ) -> None:
+        if isinstance(power_limit, str) and power_limit not in ("auto", "nvml", "off"):
+            raise BSOError(f"power_limit {power_limit!r}: expected auto, nvml, off or PowerLimits")
         self.rank = rank
         found = detect()
         self.hardware = Hardware(
@@ -91,8 +118,14 @@ class BatchSizeOptimizer:
             }
         )
         self.job: CreatedJob
+        self.power_limits: PowerLimits | None = None
+        self._own_limits = isinstance(power_limit, str)
         try:
             self.job, created = self._http.register(spec)
+            if self.job.optimize_power_limit:
+                self.power_limits = (
+                    open_power_limits(power_limit) if isinstance(power_limit, str) else power_limit
+                )
         except BaseException:
             self._http.close()
             raise
@@ -105,6 +138,9 @@ class BatchSizeOptimizer:
         )
         self._own_monitor = monitor is None
         self.monitor: Monitor = monitor if monitor is not None else _default_monitor(found)
+        self.power_limit_w: float | None = None  # the limit this run trains at, once known
+        self._profile_steps = (warmup_steps, profile_steps)
+        self._profiler: JitProfiler | None = None
         self.trial: TrialId | None = None
         self.training_finished = False
         self.converged: bool | None = None
@@ -137,15 +173,30 @@ class BatchSizeOptimizer:
             trial = self._http.next_trial(self.job.job_id)
             if trial.batch_size not in self.job.batch_sizes:
                 raise BSOError(f"the BSO server returned a batch size not in the job: {trial}")
-            self._start(trial)
+            self._start(trial.trial_id())
             log.info("batch size %d (trial %d)", trial.batch_size, trial.trial_number)
+            self._apply_power_limit(trial)
         return self.trial.batch_size  # type: ignore[union-attr]
 
-    def set_trial(self, batch_size: int, trial_number: int) -> None:
-        """For data-parallel ranks other than 0: adopt the trial rank 0 was given."""
+    def set_trial(
+        self, batch_size: int, trial_number: int, power_limit_w: float | None = None
+    ) -> None:
+        """For data-parallel ranks other than 0: adopt the trial rank 0 was given (and, on
+        another node, its power limit `power_limit_w` once rank 0 knows it)."""
         self._start(
             TrialId(job_id=self.job.job_id, batch_size=batch_size, trial_number=trial_number)
         )
+        if power_limit_w is not None and self.power_limits is not None:
+            self.power_limits.set_w(power_limit_w)
+            self.power_limit_w = power_limit_w
+
+    def on_step_begin(self) -> None:
+        """Optional, before each training step: lets a power-limit profile take a few dozen
+        steps per limit (Zeus's way) instead of one epoch per limit."""
+        if self._profiler is not None:
+            self._profiler.on_step_begin()
+            if self._profiler.done:
+                self._send_profile()
 
     def on_train_begin(self) -> None:
         """Start measuring time and energy."""
@@ -176,6 +227,10 @@ class BatchSizeOptimizer:
         self.time_s += measurement.time_s
         joules, self.energy_source = self._energy_of(measurement)
         self.energy_j += joules
+        if self._profiler is not None:
+            self._profiler.on_epoch_end(measurement.time_s, joules)
+            if self._profiler.done:
+                self._send_profile()
         try:
             answer = self._http.report(
                 TrainingResult(
@@ -231,12 +286,17 @@ class BatchSizeOptimizer:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)  # (the handler does nothing once ended)
         self._on_sigterm = False
         try:
+            if self._profiler is not None:
+                self._profiler.close()
+                self._profiler = None
             if self._window_open:
                 self.monitor.end_window(WINDOW)
                 self._window_open = False
             if self.trial is not None:
                 self._http.end_trial(self.trial)
         finally:
+            if self.power_limits is not None and self._own_limits:
+                self.power_limits.restore()
             if self._own_monitor:
                 close = getattr(self.monitor, "close", None)
                 if close is not None:
@@ -281,6 +341,43 @@ class BatchSizeOptimizer:
         ):
             signal.signal(signal.SIGTERM, self._end_on_sigterm)
             self._on_sigterm = True
+
+    def _apply_power_limit(self, trial: Assignment) -> None:
+        """Train at the batch size's chosen limit, or start profiling the limits for it."""
+        if not self.job.optimize_power_limit:
+            return
+        if self.power_limits is None:
+            log.info("power limit left as it is: it cannot be set on this machine")
+            return
+        if trial.power_limit is not None:
+            self.power_limits.set_w(trial.power_limit)
+            self.power_limit_w = trial.power_limit
+        elif trial.profile_power_limits:
+            warmup, profile = self._profile_steps
+            self._profiler = JitProfiler(
+                self.power_limits,
+                self.monitor,
+                lambda m: self._energy_of(m)[0],
+                self.power_limits.candidates_w(),
+                warmup_steps=warmup,
+                profile_steps=profile,
+            )
+
+    def _send_profile(self) -> None:
+        """The profile is complete: the server picks the limit, and the run goes on at it."""
+        assert self._profiler is not None and self.trial is not None
+        measurements = [
+            PowerMeasurement(power_limit=m.power_limit_w, time=m.time_s, energy=m.energy_j)
+            for m in self._profiler.measurements
+        ]
+        self._profiler = None
+        choice = self._http.report_power_profile(
+            PowerProfile(**self.trial.model_dump(), measurements=measurements)
+        )
+        assert self.power_limits is not None
+        self.power_limits.set_w(choice.power_limit)
+        self.power_limit_w = choice.power_limit
+        log.info("batch size %d: power limit %g W", choice.batch_size, choice.power_limit)
 
     def _energy_of(self, measurement: Measurement) -> tuple[float, str]:
         """The GPUs' energy when GPUs are measured (what Zeus reports), else the whole node's,

@@ -55,7 +55,7 @@ def _nvidia() -> Hardware | None:
         count = pynvml.nvmlDeviceGetCount()
         if count == 0:
             return None
-        visible = _visible_indices(count)
+        visible = visible_indices(count)
         handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in visible]
         names = {_name(pynvml.nvmlDeviceGetName(h)) for h in handles}
         if len(names) != 1:
@@ -73,7 +73,7 @@ def _nvidia() -> Hardware | None:
             pynvml.nvmlShutdown()
 
 
-def _visible_indices(count: int) -> list[int]:
+def visible_indices(count: int) -> list[int]:
     """CUDA_VISIBLE_DEVICES as NVML indices (integers only; MIG and UUIDs are not supported)."""
     raw = os.environ.get("CUDA_VISIBLE_DEVICES")
     if raw is None:

@@ -21,11 +21,15 @@ from basht.bso.errors import BSOError, BSOServerError
 from basht.bso.spec import (
     DELETE_JOB_URL,
     GET_NEXT_BATCH_SIZE_URL,
+    POWER_PROFILE_URL,
     REGISTER_JOB_URL,
     REPORT_END_URL,
     REPORT_RESULT_URL,
+    Assignment,
     CreatedJob,
     JobSpecFromClient,
+    PowerLimitChoice,
+    PowerProfile,
     ReportResponse,
     TrainingResult,
     TrialId,
@@ -36,19 +40,33 @@ _RESET = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
 
 
 class BSOClient:
-    """Talks to one BSO server; `token` is sent as a bearer token when given."""
+    """Talks to one BSO server; `token` is sent as a bearer token when given.
 
-    def __init__(self, server_url: str, token: str | None = None, timeout_s: float = 10.0) -> None:
+    `http` replaces the connection with a client of one's own, already pointed at the server
+    (Starlette's in-process `TestClient`, for one); its owner closes it.
+    """
+
+    def __init__(
+        self,
+        server_url: str,
+        token: str | None = None,
+        timeout_s: float = 10.0,
+        http: httpx.Client | None = None,
+    ) -> None:
         if not server_url.startswith(("http://", "https://")):
             raise BSOError(f"BSO server URL {server_url!r}: expected http://host:port")
         if token:
             check_token(token)
         self.server_url = server_url.rstrip("/")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx.Client(base_url=self.server_url, headers=headers, timeout=timeout_s)
+        self._own_http = http is None
+        self._http = http or httpx.Client(
+            base_url=self.server_url, headers=headers, timeout=timeout_s
+        )
 
     def close(self) -> None:
-        self._http.close()
+        if self._own_http:
+            self._http.close()
 
     def __enter__(self) -> BSOClient:
         return self
@@ -67,9 +85,15 @@ class BSOClient:
         )
         return CreatedJob.model_validate(response.json()), response.status_code == 201
 
-    def next_trial(self, job_id: str) -> TrialId:
+    def next_trial(self, job_id: str) -> Assignment:
         response = self._call("GET", GET_NEXT_BATCH_SIZE_URL, params={"job_id": job_id})
-        return TrialId.model_validate(response.json())
+        return Assignment.model_validate(response.json())
+
+    def report_power_profile(self, profile: PowerProfile) -> PowerLimitChoice:
+        response = self._call(
+            "POST", POWER_PROFILE_URL, json=profile.model_dump(mode="json"), retry=True
+        )
+        return PowerLimitChoice.model_validate(response.json())
 
     def report(self, result: TrainingResult) -> ReportResponse:
         response = self._call(

@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Query, Request, Response, status
+from fastapi import Depends, FastAPI, Query, Request, status
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -38,10 +38,14 @@ from basht.bso.spec import (
     DELETE_JOB_URL,
     GET_NEXT_BATCH_SIZE_URL,
     JOB_ID_MAX_LENGTH,
+    POWER_PROFILE_URL,
     REGISTER_JOB_URL,
     REPORT_END_URL,
     REPORT_RESULT_URL,
+    Assignment,
     JobSpecFromClient,
+    PowerLimitChoice,
+    PowerProfile,
     ReportResponse,
     TrainingResult,
     TrialId,
@@ -306,16 +310,27 @@ def create_app(settings: ServerSettings) -> FastAPI:
         response_model=JobSpecFromClient,
         responses={200: {"description": "The same spec was already registered"}},
     )
-    async def register_job(job: JobSpecFromClient, response: Response, svc: Svc) -> dict[str, Any]:
+    async def register_job(job: JobSpecFromClient, svc: Svc) -> JSONResponse:
         """Register a recurring job, or confirm it: 201 new, 200 same spec, 409 changed spec."""
         created, is_new = await svc.register(job)
-        response.status_code = status.HTTP_201_CREATED if is_new else status.HTTP_200_OK
-        return JobSpecFromClient.model_validate(created.model_dump()).model_dump()
+        body = JobSpecFromClient.model_validate(created.model_dump()).model_dump(mode="json")
+        if not body["optimize_power_limit"]:
+            del body["optimize_power_limit"]  # a Zeus job's answer is Zeus's, field for field
+        return JSONResponse(
+            body, status_code=status.HTTP_201_CREATED if is_new else status.HTTP_200_OK
+        )
 
-    @app.get(GET_NEXT_BATCH_SIZE_URL, response_model=TrialId)
-    async def next_batch_size(job_id: JobId, svc: Svc) -> TrialId:
-        """Open a trial: the batch size to train with and its trial number (changes state)."""
+    @app.get(GET_NEXT_BATCH_SIZE_URL, response_model=Assignment, response_model_exclude_none=True)
+    async def next_batch_size(job_id: JobId, svc: Svc) -> Assignment:
+        """Open a trial: the batch size to train with and its trial number (changes state); for
+        a job that optimizes the power limit, also the limit or a request to profile it."""
         return await svc.next_trial(job_id)
+
+    @app.post(POWER_PROFILE_URL, response_model=PowerLimitChoice)
+    async def power_profile(profile: PowerProfile, svc: Svc) -> PowerLimitChoice:
+        """Store a batch size's power-limit profile; answers the limit it trains at from now on
+        (Basht's addition, for jobs registered with optimize_power_limit)."""
+        return await svc.report_power_profile(profile)
 
     @app.post(REPORT_RESULT_URL, response_model=ReportResponse)
     async def report(result: TrainingResult, svc: Svc) -> ReportResponse:

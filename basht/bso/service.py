@@ -20,6 +20,7 @@ interleave.
 from __future__ import annotations
 
 import logging
+import math
 import secrets
 from collections import defaultdict
 from collections.abc import AsyncIterator
@@ -31,15 +32,20 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from basht.bso import profiles
 from basht.bso import rng as rngs
 from basht.bso.bandit import ArmState, choose_arm, fit_arm, mab_window
 from basht.bso.config import DEFAULT_CRASH_LIMIT, DEFAULT_TRIAL_TIMEOUT_S
 from basht.bso.cost import zeus_cost
 from basht.bso.db.schema import ArmRow, JobRow, TrialRow
+from basht.bso.jit import LimitMeasurement, cheapest_limit
 from basht.bso.pruning import Done, Explore, Probe, Wait, next_step
 from basht.bso.spec import (
+    Assignment,
     CreatedJob,
     JobSpecFromClient,
+    PowerLimitChoice,
+    PowerProfile,
     ReportResponse,
     Stage,
     TrainingResult,
@@ -154,11 +160,13 @@ class BSOService:
 
     # -- GET /jobs/batch_size -----------------------------------------------------------------
 
-    async def next_trial(self, job_id: str) -> TrialId:
+    async def next_trial(self, job_id: str) -> Assignment:
         """Open a trial with the batch size the job should train with next.
 
         Silent trials are abandoned first, so a probe whose client died is probed again instead
-        of making every later request wait for it.
+        of making every later request wait for it. A job that optimizes the power limit also
+        gets the batch size's chosen limit, or, before the size has a profile, a request to
+        profile the limits during this run.
         """
         async with self._transaction() as s:
             job = await _lock(s, job_id)
@@ -203,8 +211,57 @@ class BSOService:
                     start_timestamp=now,
                 )
             )
+            limit = await profiles.chosen_limit(s, job, size) if job.optimize_power_limit else None
         log.info("job %s trial %d: batch size %d (%s)", job_id, number, size, kind.value)
-        return TrialId(job_id=job_id, batch_size=size, trial_number=number)
+        if not job.optimize_power_limit:
+            return Assignment(job_id=job_id, batch_size=size, trial_number=number)
+        return Assignment(
+            job_id=job_id,
+            batch_size=size,
+            trial_number=number,
+            power_limit=limit,
+            profile_power_limits=limit is None,
+        )
+
+    # -- POST /power_profiles -----------------------------------------------------------------
+
+    async def report_power_profile(self, profile: PowerProfile) -> PowerLimitChoice:
+        """Keep a batch size's power-limit profile (replacing an earlier one) and answer the limit
+        of least cost, which every later trial of that batch size gets."""
+        async with self._transaction() as s:
+            job = await _lock(s, profile.job_id)
+            if job is None:
+                raise BadRequest(f"Unknown job {profile.job_id}")
+            if not job.optimize_power_limit:
+                raise BadRequest(
+                    f"Job({profile.job_id}) does not optimize the power limit "
+                    "(register it with optimize_power_limit: true)"
+                )
+            trial = await s.get(TrialRow, (profile.job_id, profile.trial_number))
+            if trial is None or trial.batch_size != profile.batch_size:
+                raise BadRequest(
+                    f"Unknown trial (job_id={profile.job_id}, batch_size={profile.batch_size}, "
+                    f"trial_number={profile.trial_number})"
+                )
+            if trial.status == TrialStatus.ABANDONED:
+                raise Conflict(_abandoned_message(trial))
+            measurements = [
+                LimitMeasurement(m.power_limit, m.time, m.energy) for m in profile.measurements
+            ]
+            await profiles.replace(
+                s, job.job_id, profile.batch_size, profile.trial_number, measurements
+            )
+            limit = cheapest_limit(measurements, job.eta_knob, job.max_power)
+        log.info(
+            "job %s batch size %d: power limit %g W of %d profiled",
+            profile.job_id,
+            profile.batch_size,
+            limit,
+            len(measurements),
+        )
+        return PowerLimitChoice(
+            job_id=profile.job_id, batch_size=profile.batch_size, power_limit=limit
+        )
 
     # -- POST /report -------------------------------------------------------------------------
 
@@ -212,8 +269,17 @@ class BSOService:
         """Decide after one epoch: keep training, or end the trial and learn from its cost.
 
         Training stops when the target is reached, when `max_epochs` is reached, or when the
-        cumulative cost exceeds beta_knob × the job's lowest cost so far (early stopping). Like
-        Zeus, every finished result (converged or not) may lower that minimum. Every report is
+        cost bound, beta_knob × the lowest cost of a run that reached the target, is passed or
+        would be by the next epoch (early stopping).
+
+        Fixes over Zeus, both costs Zeus's server pays and its own trace simulator does not:
+        the epoch that would cross the bound is not started (the latest epoch's cost is taken as
+        the next one's; Zeus trains it and then calls the run failed, a whole epoch thrown away),
+        and only converged runs set the bound (in Zeus a failed run cheaper than every converged
+        one, out of epochs, lowers it, and later runs that would reach the target are cut off).
+        A NaN or infinite metric means the run diverged: it stops at once as a failure whose
+        cost counts, so the bandit learns what the batch size cost (Zeus trains it on to the
+        bound; refusing the report would crash the script and teach nothing). Every report is
         stored as the trial's progress and heartbeat; an abandoned trial's report is a 409.
         """
         async with self._transaction() as s:
@@ -252,12 +318,17 @@ class BSOService:
                     {"time": result.time, "energy": result.energy},
                 )
             within = cost_ub >= cost
-            if job.higher_is_better_metric:
+            diverged = not math.isfinite(result.metric)
+            if diverged:
+                reached = False
+            elif job.higher_is_better_metric:
                 reached = job.target_metric <= result.metric
             else:
                 reached = job.target_metric >= result.metric
+            next_cost = cost + _epoch_cost(job, trial, result, cost)
             _record_progress(trial, result)
-            if within and result.current_epoch < job.max_epochs and not reached:
+            affordable = next_cost <= cost_ub
+            if affordable and result.current_epoch < job.max_epochs and not (reached or diverged):
                 return ReportResponse(
                     stop_train=False,
                     converged=False,
@@ -266,10 +337,18 @@ class BSOService:
 
             if reached and within:
                 message = "Train succeeded"
+            elif diverged:
+                message = f"Batch Size({result.batch_size}) diverged: the metric is {result.metric}"
             elif not within:
                 message = (
                     f"Batch Size({result.batch_size}) exceeded the cost upper bound: current "
                     f"cost({cost}) > beta_knob({job.beta_knob})*min_cost({job.min_cost})"
+                )
+            elif not reached and result.current_epoch < job.max_epochs:
+                message = (
+                    f"Batch Size({result.batch_size}) stopped before epoch "
+                    f"{result.current_epoch + 1}: its cost (about {next_cost:g}) would exceed "
+                    f"beta_knob({job.beta_knob})*min_cost({job.min_cost})"
                 )
             else:
                 message = f"Train failed to converge within max_epoch({job.max_epochs})"
@@ -279,7 +358,7 @@ class BSOService:
             trial.status = TrialStatus.SUCCEEDED.value
             trial.end_timestamp = trial.last_report_at
             trial.converged = reached and within
-            if job.min_cost is None or job.min_cost > cost:
+            if trial.converged and (job.min_cost is None or job.min_cost > cost):
                 job.min_cost = cost
                 job.min_cost_batch_size = result.batch_size
             converged = trial.converged
@@ -311,6 +390,7 @@ class BSOService:
                 raise NotFound("No job was deleted.")
             await s.execute(delete(TrialRow).where(TrialRow.job_id == job_id))
             await s.execute(delete(ArmRow).where(ArmRow.job_id == job_id))
+            await profiles.delete_all(s, job_id)
             await s.execute(delete(JobRow).where(JobRow.job_id == job_id))
         log.info("deleted job %s", job_id)
 
@@ -345,6 +425,7 @@ class BSOService:
                 "min_cost": job.min_cost,
                 "min_cost_batch_size": job.min_cost_batch_size,
                 "pruning_note": job.pruning_note,
+                "power_limits": await profiles.state(s, job) if job.optimize_power_limit else None,
                 "arms": [
                     {
                         "batch_size": a.batch_size,
@@ -445,7 +526,7 @@ def _record_progress(trial: TrialRow, result: TrainingResult) -> None:
     """Keep the latest report on the trial: its heartbeat, and how far it got should it die."""
     trial.last_report_at = _now()
     trial.epochs = result.current_epoch
-    trial.metric = result.metric
+    trial.metric = result.metric if math.isfinite(result.metric) else None
     trial.time_s = result.time
     trial.energy_j = result.energy
 
@@ -460,6 +541,16 @@ async def _arms(s: AsyncSession, job_id: str) -> list[ArmState]:
         )
         for r in rows
     ]
+
+
+def _epoch_cost(job: JobRow, trial: TrialRow, result: TrainingResult, cost: float) -> float:
+    """What the next epoch will cost: what the latest one did (the increment since the trial's
+    previous report, per epoch), or the mean epoch so far when there is no earlier report."""
+    before = trial.epochs or 0
+    if 0 < before < result.current_epoch and trial.time_s is not None:
+        earlier = _cost(job, trial.time_s, trial.energy_j)
+        return max(cost - earlier, 0.0) / (result.current_epoch - before)
+    return cost / result.current_epoch
 
 
 def _cost(job: JobRow, time_s: float | None, energy_j: float | None) -> float:

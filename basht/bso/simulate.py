@@ -8,7 +8,10 @@ its runs, failed ones included.
 Two client behaviours:
 
 * `epoch` (default): a real client, as `BatchSizeOptimizer` and Zeus's client behave: one report
-  per epoch with cumulative time and energy, and the server decides when to stop.
+  per epoch with cumulative time and energy, and the server decides when to stop. With
+  `power_limits`, the job also optimizes the GPU power limit: a batch size's first run profiles
+  every limit during its first epoch (priced as the trace's mean epoch over the limits) and sends
+  the profile, and every run of that size trains at the limit the server chose from it.
 * `zeus`: Zeus's own reference harness (`tests/optimizer/batch_size/simulate_with_server.py`):
   the client predicts early stopping from its own minimum cost and reports once per run. It
   exists to check that our server picks the same batch sizes as Zeus's legacy simulator.
@@ -25,8 +28,15 @@ import numpy as np
 from basht.bso.cost import zeus_cost
 from basht.bso.errors import BSOError
 from basht.bso.http import BSOClient
-from basht.bso.spec import JobSpecFromClient, TrainingResult, TrialId
-from basht.bso.trace import TraceJob
+from basht.bso.spec import (
+    Assignment,
+    JobSpecFromClient,
+    PowerMeasurement,
+    PowerProfile,
+    TrainingResult,
+    TrialId,
+)
+from basht.bso.trace import Epoch, TraceJob
 
 Protocol = Literal["epoch", "zeus"]
 MAX_TRIES = 20  # Zeus's simulator gives a recurrence 20 tries before calling the target unreachable
@@ -44,6 +54,7 @@ class Run:
     cost: float
     converged: bool
     trial_number: int | None = None
+    power_limit_w: float | None = None  # the limit after any profiling (None: the highest)
 
 
 @dataclass
@@ -101,6 +112,7 @@ def job_spec(
     eta_knob: float = 0.5,
     beta_knob: float | None = 2.0,
     job_id: str | None = None,
+    power_limits: bool = False,
 ) -> JobSpecFromClient:
     """The BSO job for a trace job, with Zeus's defaults for the workload."""
     w = trace.workload
@@ -116,6 +128,7 @@ def job_spec(
         higher_is_better_metric=w.higher_is_better,
         max_epochs=w.max_epochs,
         mab_seed=seed,
+        optimize_power_limit=power_limits,
         max_power=trace.max_power_w,
         number_of_gpus=1,
         gpu_model=trace.gpu,
@@ -139,14 +152,19 @@ def simulate_server(
     protocol: Protocol = "epoch",
     job_id: str | None = None,
     max_tries: int = MAX_TRIES,
+    power_limits: bool = False,
 ) -> SimulationResult:
-    """Run `recurrences` of the trace job with batch sizes chosen by the server behind `client`."""
+    """Run `recurrences` of the trace job with batch sizes (and with `power_limits`, power limits)
+    chosen by the server behind `client`."""
     if recurrences < 1:
         raise BSOError(f"recurrences {recurrences}: expected at least 1")
-    spec = job_spec(trace, seed, eta_knob, beta_knob, job_id)
+    if power_limits and protocol != "epoch":
+        raise BSOError("power limits are simulated with the epoch protocol only")
+    spec = job_spec(trace, seed, eta_knob, beta_knob, job_id, power_limits)
     created, _ = client.register(spec)
+    name = "basht+PL" if power_limits else "basht"
     result = SimulationResult(
-        f"basht ({protocol})", trace.name, seed, recurrences, eta_knob, trace.max_power_w
+        f"{name} ({protocol})", trace.name, seed, recurrences, eta_knob, trace.max_power_w
     )
     rng = np.random.default_rng(seed)  # training paths; Zeus's simulator seeds its own the same
     min_cost = np.inf  # the `zeus` harness's own early-stopping reference
@@ -155,11 +173,11 @@ def simulate_server(
         for _ in range(max_tries):
             trial = client.next_trial(created.job_id)
             if protocol == "epoch":
-                run = _run_per_epoch(trace, client, trial.model_dump(), rng, recurrence, eta_knob)
+                run = _run_per_epoch(trace, client, trial, rng, recurrence, eta_knob)
             else:
                 cost_ub = np.inf if beta_knob is None else beta_knob * min_cost
                 run = _run_zeus_harness(
-                    trace, client, trial.model_dump(), rng, recurrence, eta_knob, cost_ub
+                    trace, client, trial.trial_id().model_dump(), rng, recurrence, eta_knob, cost_ub
                 )
             result.runs.append(run)
             cost_acc += run.cost
@@ -182,21 +200,29 @@ def simulate_server(
 def _run_per_epoch(
     trace: TraceJob,
     client: BSOClient,
-    trial: dict[str, Any],
+    assignment: Assignment,
     rng: np.random.Generator,
     recurrence: int,
     eta_knob: float,
 ) -> Run:
-    size = trial["batch_size"]
+    size = assignment.batch_size
+    trial = assignment.trial_id()
     target = trace.sample_path(size, rng)
-    epoch = trace.epoch(size)
+    limit = assignment.power_limit  # None: the highest, unless this run profiles
     max_epochs = trace.workload.max_epochs
+    time_s = energy_j = 0.0
     for n in range(1, max_epochs + 1):
+        epoch: Epoch
+        if n == 1 and assignment.profile_power_limits:
+            epoch = trace.profile_epoch(size)
+            limit = _send_profile(trace, client, trial)
+        else:
+            epoch = trace.epoch(size, limit)
         reached = target is not None and n >= target
-        time_s, energy_j = epoch.time_s * n, epoch.energy_j * n
+        time_s, energy_j = time_s + epoch.time_s, energy_j + epoch.energy_j
         answer = client.report(
             TrainingResult(
-                **trial,
+                **trial.model_dump(),
                 time=time_s,
                 energy=energy_j,
                 metric=_metric(trace, reached),
@@ -205,7 +231,7 @@ def _run_per_epoch(
         )
         if answer.stop_train:
             break
-    client.end_trial(TrialId.model_validate(trial))  # what Zeus's client does at exit, always
+    client.end_trial(trial)  # what Zeus's client does at exit, always
     return Run(
         recurrence,
         size,
@@ -214,8 +240,21 @@ def _run_per_epoch(
         energy_j,
         zeus_cost(energy_j, time_s, eta_knob, trace.max_power_w),
         answer.converged,
-        trial["trial_number"],
+        trial.trial_number,
+        limit,
     )
+
+
+def _send_profile(trace: TraceJob, client: BSOClient, trial: TrialId) -> float:
+    """Send what the profiling epoch measured; the server answers the limit to train at."""
+    measurements = [
+        PowerMeasurement(power_limit=limit, time=e.time_s, energy=e.energy_j)
+        for limit, e in trace.profile(trial.batch_size)
+    ]
+    choice = client.report_power_profile(
+        PowerProfile(**trial.model_dump(), measurements=measurements)
+    )
+    return choice.power_limit
 
 
 def _run_zeus_harness(

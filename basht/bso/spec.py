@@ -34,6 +34,7 @@ DELETE_JOB_URL = "/jobs"
 GET_NEXT_BATCH_SIZE_URL = "/jobs/batch_size"
 REPORT_RESULT_URL = "/report"
 REPORT_END_URL = "/trials"
+POWER_PROFILE_URL = "/power_profiles"  # Basht's addition: a batch size's power-limit profile
 
 _WIRE = ConfigDict(extra="ignore", allow_inf_nan=False, coerce_numbers_to_str=True)
 
@@ -138,6 +139,10 @@ class JobParams(BaseModel):
     mab_prior_precision: float = Field(default=0.0, ge=0)
     mab_num_explorations: NonNegativeInt = 2
     mab_seed: Seed | None = None
+    optimize_power_limit: bool = False
+    """Basht's addition: also choose each batch size's GPU power limit, from a profile taken just
+    in time during the first run of that batch size (Zeus's JIT power limit optimizer). Off, the
+    job is Zeus's, byte for byte on the wire."""
 
     @field_validator("batch_sizes")
     @classmethod
@@ -229,13 +234,62 @@ class TrialId(BaseModel):
     trial_number: Int32
 
 
+class Assignment(TrialId):
+    """The answer to GET /jobs/batch_size: a trial, and for a job that optimizes the power limit
+    either the limit to train at (`power_limit`, W per GPU) or a request to profile the limits
+    first (`profile_power_limits`). Both are left out of the JSON when unset, so a job without
+    power limits gets exactly Zeus's `TrialId`."""
+
+    power_limit: float | None = Field(default=None, gt=0)
+    profile_power_limits: bool | None = None
+
+    def trial_id(self) -> TrialId:
+        return TrialId(
+            job_id=self.job_id, batch_size=self.batch_size, trial_number=self.trial_number
+        )
+
+
+class PowerMeasurement(BaseModel):
+    """Time (s) and energy (J, all the job's GPUs) of the same amount of training at one limit."""
+
+    model_config = _WIRE
+
+    power_limit: float = Field(gt=0)
+    time: float = Field(gt=0)
+    energy: float = Field(ge=0)
+
+
+class PowerProfile(TrialId):
+    """The body of POST /power_profiles: one batch size's measurements, one per power limit."""
+
+    measurements: list[PowerMeasurement] = Field(min_length=1, max_length=1000)
+
+    @field_validator("measurements")
+    @classmethod
+    def _one_per_limit(cls, ms: list[PowerMeasurement]) -> list[PowerMeasurement]:
+        limits = [m.power_limit for m in ms]
+        if len(set(limits)) != len(limits):
+            raise ValueError(f"power limits {limits} have duplicates")
+        return ms
+
+
+class PowerLimitChoice(BaseModel):
+    """The power limit (W per GPU) a batch size trains at from now on, chosen from its profile."""
+
+    model_config = _WIRE
+
+    job_id: JobIdStr
+    batch_size: Int32
+    power_limit: float
+
+
 class TrainingResult(TrialId):
     """One epoch's report. `time` (s) and `energy` (J) are cumulative since training began;
-    `current_epoch` counts from 1."""
+    `current_epoch` counts from 1. A NaN or infinite `metric` reports a diverged run."""
 
     time: float = Field(ge=0)
     energy: float = Field(ge=0)
-    metric: float
+    metric: float = Field(allow_inf_nan=True)  # NaN or infinite: the run diverged
     current_epoch: PositiveInt
 
 

@@ -2,9 +2,10 @@
 
 A trace job is one (dataset, network, optimizer, target metric) on one GPU. Running it with a batch
 size samples one training path (one seed's run: how many epochs it needed to reach the target, or
-never) and prices each epoch with the power trace. We run every batch size at the GPU's highest
-power limit: Basht optimizes the batch size only, not the power limit (Zeus's JIT power limit
-optimizer is a separate knob).
+never) and prices each epoch with the power trace: at the batch size's highest power limit, or at
+any other limit the trace measured (for jobs that optimize the power limit too). A just-in-time
+power profile is priced as Zeus's simulator prices it: the first epoch split evenly over the
+limits, so it costs the mean of their epochs.
 
 Sampling matches Zeus's legacy simulator row for row (`df.sample(n=1, random_state=rng)` over the
 same rows in the same order is `rng.choice(len(rows), size=1, replace=False)`), so with the same
@@ -69,34 +70,38 @@ class Epoch:
     energy_j: float
 
 
-@functools.lru_cache(maxsize=1)
-def _train_rows() -> tuple[dict[str, str], ...]:
-    with (DATA / "summary_train.csv").open(newline="") as f:
+@functools.lru_cache(maxsize=4)
+def _train_rows(data: Path) -> tuple[dict[str, str], ...]:
+    with (data / "summary_train.csv").open(newline="") as f:
         return tuple(csv.DictReader(f))
 
 
-@functools.lru_cache(maxsize=len(GPUS))
-def _power_rows(gpu: str) -> tuple[dict[str, str], ...]:
-    with (DATA / f"summary_power_{gpu}.csv").open(newline="") as f:
+@functools.lru_cache(maxsize=2 * len(GPUS))
+def _power_rows(data: Path, gpu: str) -> tuple[dict[str, str], ...]:
+    with (data / f"summary_power_{gpu}.csv").open(newline="") as f:
         return tuple(csv.DictReader(f))
 
 
 class TraceJob:
-    """One workload on one GPU: its batch sizes, default, per-epoch prices and training paths."""
+    """One workload on one GPU: its batch sizes, default, per-epoch prices and training paths.
 
-    def __init__(self, workload: str | TraceWorkload, gpu: str = "v100") -> None:
+    `data` is the folder of the trace files (the bundled Zeus trace by default; tests generate
+    small ones in the same format).
+    """
+
+    def __init__(self, workload: str | TraceWorkload, gpu: str = "v100", data: Path = DATA) -> None:
         if isinstance(workload, str):
             if workload not in WORKLOADS:
                 raise BSOError(
                     f"trace workload {workload!r}: expected one of {', '.join(WORKLOADS)}"
                 )
             workload = WORKLOADS[workload]
-        if gpu not in GPUS:
+        if data == DATA and gpu not in GPUS:
             raise BSOError(f"trace GPU {gpu!r}: expected one of {', '.join(GPUS)}")
         self.workload = workload
         self.gpu = gpu
         w = workload
-        power = _power_rows(gpu)
+        power = _power_rows(data, gpu)
         # Cost's max power: the highest power limit anywhere in this GPU's trace, as Zeus uses.
         self.max_power_w = max(float(r["power_limit"]) for r in power)
         job_power = [
@@ -104,20 +109,16 @@ class TraceJob:
             for r in power
             if (r["dataset"], r["network"], r["optimizer"]) == (w.dataset, w.network, w.optimizer)
         ]
-        limits: dict[int, float] = {}
+        self._epochs: dict[int, dict[float, Epoch]] = {}
         for r in job_power:
-            size = int(r["batch_size"])
-            limits[size] = max(limits.get(size, 0.0), float(r["power_limit"]))
-        self._limit_w = limits
-        self._epoch: dict[int, Epoch] = {}
-        for r in job_power:
-            size = int(r["batch_size"])
-            if float(r["power_limit"]) == limits[size]:
-                t = float(r["time_per_epoch"])
-                self._epoch[size] = Epoch(t, t * float(r["average_power"]))
+            t = float(r["time_per_epoch"])
+            by_limit = self._epochs.setdefault(int(r["batch_size"]), {})
+            by_limit[float(r["power_limit"])] = Epoch(t, t * float(r["average_power"]))
+        self._limit_w = {size: max(by_limit) for size, by_limit in self._epochs.items()}
+        self._epoch = {size: self._epochs[size][limit] for size, limit in self._limit_w.items()}
         trained = [
             r
-            for r in _train_rows()
+            for r in _train_rows(data)
             if (r["dataset"], r["network"], r["optimizer"]) == (w.dataset, w.network, w.optimizer)
         ]
         # Zeus's feasible range: sizes in both traces, whatever the target.
@@ -142,12 +143,35 @@ class TraceJob:
     def name(self) -> str:
         return f"{self.workload.name}@{self.gpu}"
 
-    def epoch(self, batch_size: int) -> Epoch:
-        return self._epoch[batch_size]
+    def epoch(self, batch_size: int, power_limit_w: float | None = None) -> Epoch:
+        """One epoch at `power_limit_w` (default: the batch size's highest limit)."""
+        if power_limit_w is None:
+            return self._epoch[batch_size]
+        return self._epochs[batch_size][power_limit_w]
 
     def power_limit_w(self, batch_size: int) -> float:
-        """The power limit the batch size runs at: the highest one measured for it."""
+        """The power limit the batch size runs at without power capping: its highest measured."""
         return self._limit_w[batch_size]
+
+    def power_limits_w(self, batch_size: int) -> list[float]:
+        """The limits the trace measured for the batch size, highest first (the profile order)."""
+        return sorted(self._epochs[batch_size], reverse=True)
+
+    def profile_epoch(self, batch_size: int) -> Epoch:
+        """The epoch that profiles every limit, each for an equal share of it (Zeus's model)."""
+        epochs = [self._epochs[batch_size][limit] for limit in self.power_limits_w(batch_size)]
+        n = len(epochs)
+        return Epoch(sum(e.time_s for e in epochs) / n, sum(e.energy_j for e in epochs) / n)
+
+    def profile(self, batch_size: int) -> list[tuple[float, Epoch]]:
+        """What that epoch measures: each limit's share of it, (limit, its time and energy)."""
+        limits = self.power_limits_w(batch_size)
+        n = len(limits)
+        return [
+            (limit, Epoch(e.time_s / n, e.energy_j / n))
+            for limit in limits
+            for e in [self._epochs[batch_size][limit]]
+        ]
 
     def paths(self, batch_size: int) -> list[int | None]:
         """The epochs each recorded run needed to reach the target (None: never), in trace order."""

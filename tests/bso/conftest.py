@@ -69,6 +69,22 @@ def http(server: Server) -> Iterator[httpx.Client]:
         yield client
 
 
+@pytest.fixture(scope="module")
+def inproc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    """The server's application in this process (Starlette's TestClient over a SQLite file): no
+    process and no port, so its tests stay in the fast lane. Each test uses its own job ids."""
+    from fastapi.testclient import TestClient
+
+    from basht.bso.config import ServerSettings
+    from basht.bso.db.migrate import ensure_ready
+    from basht.bso.server import create_app
+
+    db = f"sqlite:///{tmp_path_factory.mktemp('bso-inproc') / 'bso.db'}"
+    ensure_ready(db)
+    with TestClient(create_app(ServerSettings(db=db, log_level="warning"))) as client:
+        yield client
+
+
 # -- PostgreSQL ---------------------------------------------------------------------------------
 
 

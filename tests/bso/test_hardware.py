@@ -32,11 +32,11 @@ def test_rapl_package_limits_are_summed(monkeypatch, tmp_path):
 @pytest.mark.parametrize(("value", "expected"), [("0,2", [0, 2]), ("1", [1])])
 def test_visible_gpus_follow_cuda_visible_devices(monkeypatch, value, expected):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
-    assert hardware._visible_indices(4) == expected
+    assert hardware.visible_indices(4) == expected
 
 
 @pytest.mark.parametrize("value", ["GPU-3b2c", "MIG-1", "7", ""])
 def test_unusable_cuda_visible_devices_are_refused(monkeypatch, value):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
     with pytest.raises(BSOError, match="CUDA_VISIBLE_DEVICES"):
-        hardware._visible_indices(4)
+        hardware.visible_indices(4)

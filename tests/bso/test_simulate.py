@@ -105,6 +105,14 @@ def test_the_simulate_command_prints_the_comparison(tmp_path):
 
 
 @pytest.mark.integration
+def test_the_simulate_command_chooses_power_limits_on_request():
+    proc = basht("bso", "simulate", "--workload", "squad", "--recurrences", "3", "--power-limits")
+    assert proc.returncode == 0, proc.stderr
+    assert "basht+PL (epoch) on squad@v100" in proc.stdout
+    assert "@" in proc.stdout and "W✓" in proc.stdout  # e.g. 32@200W✓
+
+
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("args", "named"),
     [
@@ -118,6 +126,7 @@ def test_the_simulate_command_prints_the_comparison(tmp_path):
         (["--beta", "1e400"], "--beta inf"),
         (["--seed", "-1"], "--seed -1"),
         (["--seed", str(2**63)], f"--seed {2**63}"),
+        (["--power-limits", "--protocol", "zeus"], "--power-limits"),
     ],
 )
 def test_bad_simulate_arguments_are_one_line_errors(args, named):

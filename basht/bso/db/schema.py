@@ -1,4 +1,4 @@
-"""The BSO server's tables: jobs, their bandit arms, and their trials.
+"""The BSO server's tables: jobs, their bandit arms, their trials and their power-limit profiles.
 
 Tables are prefixed `bso_` so they can share a database with Basht's run store. Changes to this
 file need a new Alembic revision in `basht/bso/migrations/versions/`.
@@ -19,6 +19,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Text,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -59,6 +60,7 @@ class JobRow(Base):
     mab_prior_precision: Mapped[float] = mapped_column(Double)
     mab_num_explorations: Mapped[int] = mapped_column(Integer)
     mab_seed: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    optimize_power_limit: Mapped[bool] = mapped_column(Boolean, server_default=false())
     max_power: Mapped[float] = mapped_column(Double)  # W, all the job's GPUs together
     number_of_gpus: Mapped[int] = mapped_column(Integer)
     gpu_model: Mapped[str] = mapped_column(String(300))
@@ -112,3 +114,19 @@ class TrialRow(Base):
     converged: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     epochs: Mapped[int | None] = mapped_column(Integer, nullable=True)
     metric: Mapped[float | None] = mapped_column(Double, nullable=True)
+
+
+class PowerProfileRow(Base):
+    """One power limit's measurement in a batch size's just-in-time profile (jobs that optimize
+    the power limit). The latest profile of a batch size replaces any earlier one."""
+
+    __tablename__ = "bso_power_profiles"
+
+    job_id: Mapped[str] = mapped_column(
+        String(400), ForeignKey("bso_jobs.job_id", ondelete="CASCADE"), primary_key=True
+    )
+    batch_size: Mapped[int] = mapped_column(Integer, primary_key=True)
+    power_limit_w: Mapped[float] = mapped_column(Double, primary_key=True)  # per GPU
+    time_s: Mapped[float] = mapped_column(Double)
+    energy_j: Mapped[float] = mapped_column(Double)
+    trial_number: Mapped[int] = mapped_column(Integer)  # the trial that profiled it
