@@ -92,3 +92,34 @@ def not_a_dict(config: dict[str, Any], trial: Any) -> None:
 
 def silent(config: dict[str, Any], trial: Any) -> None:
     """A plain function that returns without reporting anything."""
+
+
+class Spin:
+    """Accuracy by the distance of x from 0 and the epochs trained; an epoch keeps the CPU busy
+    for `epoch_s`, so each epoch's energy is about the same and shifting it shows."""
+
+    metrics = ("accuracy",)
+
+    def __init__(self, seed: int = 0, epoch_s: float = 0.05):
+        self.epoch_s, self.epoch, self.x = epoch_s, 0, 0.0
+
+    def load(self, config: dict[str, Any], resources: Resources) -> None:
+        self.x = float(config["x"])
+
+    def train(self, epochs: int) -> None:
+        end = time.perf_counter() + self.epoch_s * epochs
+        while time.perf_counter() < end:
+            pass
+        self.epoch += epochs
+
+    def validate(self) -> dict[str, float]:
+        return {"accuracy": (1.0 - abs(self.x) / 2) * (1.0 - 0.5**self.epoch)}
+
+    def test(self) -> dict[str, float]:
+        return self.validate()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"epoch": self.epoch}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.epoch = state["epoch"]

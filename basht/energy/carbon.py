@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from basht.errors import SpecError
 
@@ -427,17 +427,12 @@ class ElectricityMapsIntensity(CarbonIntensity):
         self.fallback_count = 0
 
     def _fetch(self) -> tuple[float, str | None]:
-        query = urllib.parse.urlencode({"zone": self.zone})
-        request = urllib.request.Request(
-            f"{self.base_url}/carbon-intensity/latest?{query}",
-            headers={
-                "auth-token": self._token,
-                "Accept": "application/json",
-                "User-Agent": "basht",
-            },
+        body = electricitymaps_get(
+            f"{self.base_url}/carbon-intensity/latest",
+            {"zone": self.zone},
+            self._token,
+            self.timeout_s,
         )
-        with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-            body = json.load(response)
         value = body["carbonIntensity"]
         if (
             isinstance(value, bool)
@@ -553,6 +548,16 @@ def _intensity(spec: CarbonSpec) -> CarbonIntensity:
     return ElectricityMapsIntensity(
         live_zone, token, base_url=electricitymaps_base_url(), fallback=fallback
     )
+
+
+def electricitymaps_get(url: str, query: dict[str, Any], token: str, timeout_s: float) -> Any:
+    """The JSON answer of one GET of the API (the token in its header, never in the URL)."""
+    request = urllib.request.Request(
+        f"{url}?{urllib.parse.urlencode(query)}",
+        headers={"auth-token": token, "Accept": "application/json", "User-Agent": "basht"},
+    )
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        return json.load(response)
 
 
 def electricitymaps_base_url() -> str:

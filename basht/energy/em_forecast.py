@@ -13,18 +13,15 @@ from __future__ import annotations
 
 import bisect
 import http.client
-import json
 import logging
 import math
 import threading
 import time
 import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from datetime import datetime
 
-from basht.energy.carbon import ELECTRICITYMAPS_BASE_URL, CarbonIntensity
+from basht.energy.carbon import ELECTRICITYMAPS_BASE_URL, CarbonIntensity, electricitymaps_get
 from basht.energy.shifting import Forecast
 
 __all__ = ["ElectricityMapsForecast", "FlatForecast"]
@@ -83,17 +80,12 @@ class ElectricityMapsForecast:
         self.failures = 0
 
     def _fetch(self) -> tuple[list[float], list[float], str | None]:
-        query = urllib.parse.urlencode({"zone": self.zone, "horizonHours": HORIZON_H})
-        request = urllib.request.Request(
-            f"{self.base_url}/carbon-intensity/forecast?{query}",
-            headers={
-                "auth-token": self._token,
-                "Accept": "application/json",
-                "User-Agent": "basht",
-            },
+        body = electricitymaps_get(
+            f"{self.base_url}/carbon-intensity/forecast",
+            {"zone": self.zone, "horizonHours": HORIZON_H},
+            self._token,
+            self.timeout_s,
         )
-        with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-            body = json.load(response)
         points = []
         for point in body["forecast"]:
             value = point["carbonIntensity"]

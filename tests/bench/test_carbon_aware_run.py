@@ -5,7 +5,6 @@ deadline, a deadline too short to wait runs at full width, and a killed run resu
 from __future__ import annotations
 
 import json
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,6 @@ import pytest
 import yaml
 
 from basht.store import Store
-from basht.workloads import Resources
 from tests.cli import basht, cli_env, run_in_background, wait_for_trials
 
 pytestmark = pytest.mark.integration
@@ -29,37 +27,6 @@ SCALE = 3600.0
 HELD = "dirty: held"
 
 
-class Spin:
-    """Accuracy by the distance of x from 0 and the epochs trained; an epoch keeps the CPU busy
-    for `epoch_s`, so each epoch's energy is about the same and shifting it shows."""
-
-    metrics = ("accuracy",)
-
-    def __init__(self, seed: int = 0, epoch_s: float = 0.05):
-        self.epoch_s, self.epoch, self.x = epoch_s, 0, 0.0
-
-    def load(self, config: dict[str, Any], resources: Resources) -> None:
-        self.x = float(config["x"])
-
-    def train(self, epochs: int) -> None:
-        end = time.perf_counter() + self.epoch_s * epochs
-        while time.perf_counter() < end:
-            pass
-        self.epoch += epochs
-
-    def validate(self) -> dict[str, float]:
-        return {"accuracy": (1.0 - abs(self.x) / 2) * (1.0 - 0.5**self.epoch)}
-
-    def test(self) -> dict[str, float]:
-        return self.validate()
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"epoch": self.epoch}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.epoch = state["epoch"]
-
-
 def _experiment(folder: Path, deadline: str, epoch_s: float = 0.05) -> Path:
     """Four trials of three epochs on two workers, carbon-aware on the step series."""
     (folder / "grid.csv").write_text(
@@ -71,7 +38,7 @@ def _experiment(folder: Path, deadline: str, epoch_s: float = 0.05) -> Path:
     spec = {
         "name": "carbon",
         "seed": 0,
-        "workload": {"name": f"{__name__}:Spin", "params": {"epoch_s": epoch_s}},
+        "workload": {"name": "tests.user_workloads:Spin", "params": {"epoch_s": epoch_s}},
         "space": {"x": {"type": "float", "low": -1.0, "high": 1.0}},
         "search": {"metric": "accuracy", "mode": "max", "max_budget": 3, "max_trials": 4},
         "resources": {"workers": 2},

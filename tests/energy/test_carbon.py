@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import http.server
-import json
 import logging
 import socket
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,6 +23,7 @@ from basht.energy.carbon import (
 )
 from basht.errors import BashtError, ExperimentError
 from basht.experiment import CarbonSpec, Experiment
+from tests.energy.em_api import ElectricityMapsStub
 
 KWH_J = 3.6e6
 
@@ -229,49 +226,6 @@ def test_missing_or_empty_series_file(tmp_path: Path) -> None:
 # --- Electricity Maps against a real local server ----------------------------------------------
 
 
-class _Api:
-    """A stand-in Electricity Maps server on 127.0.0.1 that records what it was asked."""
-
-    def __init__(self) -> None:
-        self.status = 200
-        self.body: object = {
-            "zone": "DE",
-            "carbonIntensity": 123,
-            "datetime": "2025-01-01T10:00:00.000Z",
-            "updatedAt": "2025-01-01T10:04:00.000Z",
-            "emissionFactorType": "lifecycle",
-            "isEstimated": False,
-        }
-        self.requests: list[tuple[str, str | None]] = []
-        api = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                api.requests.append((self.path, self.headers.get("auth-token")))
-                payload = json.dumps(api.body).encode()
-                self.send_response(api.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v3"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-
-@pytest.fixture
-def api() -> Iterator[_Api]:
-    server = _Api()
-    server.thread.start()
-    yield server
-    server.server.shutdown()
-    server.server.server_close()
-
-
 class _Clock:
     def __init__(self) -> None:
         self.now = 1000.0
@@ -281,7 +235,7 @@ class _Clock:
 
 
 @pytest.mark.integration
-def test_electricitymaps_sends_token_and_zone_and_parses_value(api: _Api) -> None:
+def test_electricitymaps_sends_token_and_zone_and_parses_value(api: ElectricityMapsStub) -> None:
     live = ElectricityMapsIntensity("DE", "secret-token", base_url=api.base_url, timeout_s=2)
     assert not live.is_static
     assert live.g_per_kwh(0.0) == 123.0
@@ -292,7 +246,7 @@ def test_electricitymaps_sends_token_and_zone_and_parses_value(api: _Api) -> Non
 
 
 @pytest.mark.integration
-def test_electricitymaps_caches_for_the_configured_period(api: _Api) -> None:
+def test_electricitymaps_caches_for_the_configured_period(api: ElectricityMapsStub) -> None:
     clock = _Clock()
     live = ElectricityMapsIntensity("DE", "t", base_url=api.base_url, cache_s=60, clock=clock)
     assert live.g_per_kwh(0.0) == 123.0
@@ -307,7 +261,7 @@ def test_electricitymaps_caches_for_the_configured_period(api: _Api) -> None:
 
 @pytest.mark.integration
 def test_electricitymaps_falls_back_to_table_on_http_500(
-    api: _Api, caplog: pytest.LogCaptureFixture
+    api: ElectricityMapsStub, caplog: pytest.LogCaptureFixture
 ) -> None:
     api.status = 500
     api.body = {"error": "boom"}
@@ -321,7 +275,7 @@ def test_electricitymaps_falls_back_to_table_on_http_500(
 
 
 @pytest.mark.integration
-def test_electricitymaps_falls_back_on_a_body_without_a_value(api: _Api) -> None:
+def test_electricitymaps_falls_back_on_a_body_without_a_value(api: ElectricityMapsStub) -> None:
     api.body = {"zone": "DE", "carbonIntensity": None}
     live = ElectricityMapsIntensity("DE", "t", base_url=api.base_url, timeout_s=2)
     assert live.g_per_kwh(0.0) == pytest.approx(380.95)
@@ -340,7 +294,7 @@ def test_electricitymaps_falls_back_when_unreachable(caplog: pytest.LogCaptureFi
 
 
 @pytest.mark.integration
-def test_electricitymaps_subzone_falls_back_to_its_country(api: _Api) -> None:
+def test_electricitymaps_subzone_falls_back_to_its_country(api: ElectricityMapsStub) -> None:
     api.status = 503
     live = ElectricityMapsIntensity("US-CAL-CISO", "t", base_url=api.base_url, timeout_s=2)
     assert live.g_per_kwh(0.0) == TableIntensity.for_zone("USA").g_per_kwh(0.0)
@@ -370,7 +324,7 @@ def test_spec_accepts_a_pydantic_object() -> None:
 
 @pytest.mark.integration
 def test_spec_with_token_goes_live_with_table_fallback(
-    api: _Api, monkeypatch: pytest.MonkeyPatch
+    api: ElectricityMapsStub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ELECTRICITYMAPS_TOKEN", "from-env")
     live = intensity_from_spec(CarbonSpec(region="aws:eu-central-1"))

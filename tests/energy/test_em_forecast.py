@@ -4,12 +4,9 @@ live zone served by a local stand-in for the API."""
 
 from __future__ import annotations
 
-import http.server
 import json
 import logging
-import threading
 import time
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,6 +20,7 @@ from basht.errors import ExperimentError
 from basht.experiment import Experiment
 from basht.store import Store
 from tests.cli import basht, cli_env
+from tests.energy.em_api import ElectricityMapsStub
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 H = 3600.0
@@ -30,45 +28,6 @@ H = 3600.0
 
 def iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).isoformat().replace("+00:00", "Z")
-
-
-class _Api:
-    """A stand-in for the API on 127.0.0.1: `latest` and `forecast` answers from callables, so
-    a test can make them depend on the time of the request."""
-
-    def __init__(self) -> None:
-        self.status = 200
-        self.latest: Callable[[], object] = lambda: {"zone": "DE", "carbonIntensity": 400}
-        self.forecast: Callable[[], object] = lambda: {"zone": "DE", "forecast": []}
-        self.requests: list[tuple[str, str | None]] = []
-        api = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                api.requests.append((self.path, self.headers.get("auth-token")))
-                answer = api.forecast if "/forecast" in self.path else api.latest
-                payload = json.dumps(answer()).encode()
-                self.send_response(api.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v3"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-
-@pytest.fixture
-def api() -> Iterator[_Api]:
-    server = _Api()
-    server.thread.start()
-    yield server
-    server.server.shutdown()
-    server.server.server_close()
 
 
 def points(*rows: tuple[float, float]) -> dict[str, Any]:
@@ -87,7 +46,7 @@ class _Clock:
         return self.now
 
 
-def forecast(api: _Api, **kw: Any) -> ElectricityMapsForecast:
+def forecast(api: ElectricityMapsStub, **kw: Any) -> ElectricityMapsForecast:
     return ElectricityMapsForecast(
         "DE", "secret", StaticIntensity(300.0), base_url=api.base_url, timeout_s=2, **kw
     )
@@ -97,7 +56,7 @@ def forecast(api: _Api, **kw: Any) -> ElectricityMapsForecast:
 
 
 @pytest.mark.integration
-def test_asks_for_the_zone_with_the_token_and_reads_a_step_series(api: _Api) -> None:
+def test_asks_for_the_zone_with_the_token_and_reads_a_step_series(api: ElectricityMapsStub) -> None:
     api.forecast = lambda: points((T0 + H, 200), (T0 + 2 * H, 80), (T0 + 3 * H, 150))
     f = forecast(api, cache_s=1e9)
     assert f.g_per_kwh(T0 + 1.5 * H, T0) == 200.0  # the earlier point holds until the next
@@ -112,7 +71,7 @@ def test_asks_for_the_zone_with_the_token_and_reads_a_step_series(api: _Api) -> 
 
 
 @pytest.mark.integration
-def test_fetches_again_only_when_the_cache_runs_out(api: _Api) -> None:
+def test_fetches_again_only_when_the_cache_runs_out(api: ElectricityMapsStub) -> None:
     clock = _Clock()
     api.forecast = lambda: points((T0, 100))
     f = forecast(api, cache_s=600, clock=clock)
@@ -142,7 +101,7 @@ def test_fetches_again_only_when_the_cache_runs_out(api: _Api) -> None:
     ],
 )
 def test_a_failed_or_bad_answer_plans_with_the_fallback_and_warns_once(
-    api: _Api, status: int, body: object, caplog: pytest.LogCaptureFixture
+    api: ElectricityMapsStub, status: int, body: object, caplog: pytest.LogCaptureFixture
 ) -> None:
     api.status, api.forecast = status, lambda: body
     clock = _Clock()
@@ -220,7 +179,7 @@ def test_a_region_without_the_live_forecast_is_still_refused() -> None:
 
 def test_no_token_is_one_line_before_the_run(tmp_path: Path) -> None:
     spec = _spec(forecast="electricitymaps")
-    spec["workload"] = {"name": f"{__name__}:Spin"}
+    spec["workload"] = {"name": "tests.user_workloads:Spin"}
     path = tmp_path / "em.yaml"
     path.write_text(yaml.safe_dump(spec))
     env = cli_env()
@@ -234,42 +193,14 @@ def test_no_token_is_one_line_before_the_run(tmp_path: Path) -> None:
 # -- a real run ---------------------------------------------------------------------------------
 
 
-class Spin:
-    """Accuracy by the distance of x from 0 and the epochs trained; each epoch spins the CPU."""
-
-    metrics = ("accuracy",)
-
-    def __init__(self, seed: int = 0, epoch_s: float = 0.05):
-        self.epoch_s, self.epoch, self.x = epoch_s, 0, 0.0
-
-    def load(self, config: dict[str, Any], resources: Any) -> None:
-        self.x = float(config["x"])
-
-    def train(self, epochs: int) -> None:
-        end = time.perf_counter() + self.epoch_s * epochs
-        while time.perf_counter() < end:
-            pass
-        self.epoch += epochs
-
-    def validate(self) -> dict[str, float]:
-        return {"accuracy": (1.0 - abs(self.x) / 2) * (1.0 - 0.5**self.epoch)}
-
-    def test(self) -> dict[str, float]:
-        return self.validate()
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"epoch": self.epoch}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.epoch = state["epoch"]
-
-
 #: The grid is dirty until this long after the API is first asked, and clean after.
 DIRTY_S = 20.0
 
 
 @pytest.mark.integration
-def test_a_live_run_waits_for_the_clean_hours_the_forecast_promises(tmp_path: Path, api: _Api):
+def test_a_live_run_waits_for_the_clean_hours_the_forecast_promises(
+    tmp_path: Path, api: ElectricityMapsStub
+):
     started: list[float] = []
 
     def clean_at() -> float:
@@ -284,7 +215,7 @@ def test_a_live_run_waits_for_the_clean_hours_the_forecast_promises(tmp_path: Pa
     }
     api.forecast = lambda: points((time.time() - 60, 500), (clean_at(), 50))
     spec = _spec(forecast="electricitymaps", deadline="5m", step_s=5)
-    spec["workload"] = {"name": f"{__name__}:Spin", "params": {"epoch_s": 0.05}}
+    spec["workload"] = {"name": "tests.user_workloads:Spin", "params": {"epoch_s": 0.05}}
     spec["resources"] = {"workers": 2}
     spec["measure"] = {"carbon": {"region": "DE"}, "sample_interval_s": 0.1}
     spec["store"] = f"sqlite:///{tmp_path / 'basht.db'}"
