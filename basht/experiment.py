@@ -1063,12 +1063,6 @@ class Experiment(BaseModel):
             )
         if self.engine.min_width is not None and not gpu:
             raise _at("engine.min_width", "a GPU share; it needs accelerator: gpu")
-        if self.executor == "ray" and self.engine.scheduler != "fifo":
-            raise _at(
-                "engine.scheduler",
-                f"{self.engine.scheduler} runs on executor: local only "
-                "(use scheduler: fifo with executor: ray)",
-            )
         return self
 
     @model_validator(mode="after")

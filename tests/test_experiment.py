@@ -92,11 +92,6 @@ BAD = [
         lambda s: s["search"].update(sampler="grid"),
         "sampler: grid needs a finite space",
     ),
-    (
-        "fluid on ray",
-        lambda s: s.update(executor="ray", engine={"scheduler": "fluid"}),
-        "exp.yaml: engine.scheduler: fluid runs on executor: local only",
-    ),
     # Past the schema: what the run would resolve (basht.bench.preflight).
     (
         "space key the workload does not take",

@@ -224,9 +224,7 @@ def _ray_executor(
     """Trials as Ray actors, on a Ray of their own or the cluster at `ray.address`; when
     `metered`, with an energy meter on each node whose workers this machine cannot see.
     `on_nodes` is told the cluster's nodes when one joins, leaves or gets a worker (what OC bills)."""
-    if exp.engine.scheduler != "fifo":
-        raise BashtError(f"engine.scheduler: {exp.engine.scheduler} runs on executor: local only")
-    resources = exp.resources
+    resources, engine = exp.resources, exp.engine
     return RayExecutor(
         resources.workers,
         resources.cpus_per_worker,
@@ -235,6 +233,9 @@ def _ray_executor(
         address=exp.ray.address if exp.ray is not None else None,
         meters=NodeMeters(exp.measure, resources) if metered else None,
         nodes=NodeLedger(on_change=on_nodes),
+        scheduler=engine.scheduler,
+        max_width=engine.max_width,
+        min_width=engine.min_width,
     )
 
 

@@ -12,13 +12,18 @@ Departures from Fluid's public code (rubberband_fluid.md §2.3): the capacity is
 runs always, which keeps a group within 2× the area lower bound where the literal formula is not.
 A trial never grows past the width where it stops getting faster (its measured speed-up), so
 capacity is left free rather than spent on overhead.
+
+On a cluster a trial never spans nodes (no data-parallel training across machines here): each node
+is a strip of its own, packed as above, and what is decided across nodes is where each worker slot
+lives (`spread_slots`) and which node a new trial goes to (`next_node`).
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Sequence
+import statistics
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 
@@ -189,3 +194,118 @@ def simulate_group(
         now += finish
         pending = [t for t in pending if t.work_s > 1e-9]
     return GroupResult(now, area, replans, seen)
+
+
+# -- what is known of running trials -------------------------------------------------------------
+
+
+@dataclass
+class TrialProgress:
+    """What Fluid knows of a running trial: its budget, its progress, and how long its epochs took
+    at each width it ran at (the seconds of the latest epoch at that width)."""
+
+    target: int | None
+    epoch: int
+    width: float = 1.0
+    epoch_s: dict[float, float] = field(default_factory=dict)
+
+    def epochs_left(self) -> int:
+        return max(1, (self.target or self.epoch + 1) - self.epoch)
+
+    def one_wide_s(self, speedup: Callable[[float], float]) -> float | None:
+        """An epoch's time at width 1: measured, or inferred from another width's."""
+        if 1 in self.epoch_s:
+            return self.epoch_s[1]
+        if self.epoch_s:
+            width, seconds = next(iter(self.epoch_s.items()))
+            return seconds * speedup(width)
+        return None
+
+
+class Speedups:
+    """Speed-ups over width 1 per width, measured on trials that ran at both: linear until
+    measured, then the median of what was measured (so one noisy epoch does not decide)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[float, list[float]] = {}
+
+    def observe(self, progress: TrialProgress) -> None:
+        """Note the speed-up of `progress`'s current width, if it also ran at width 1."""
+        one, here = progress.epoch_s.get(1), progress.epoch_s.get(progress.width)
+        if one and here and progress.width != 1:
+            self._seen.setdefault(progress.width, []).append(one / here)
+
+    def __call__(self, width: float) -> float:
+        seen = self._seen.get(width)
+        if width == 1 or not seen:
+            return float(width)
+        return statistics.median_high(seen)  # as the local pool takes it
+
+
+def loads_of(
+    progress: Mapping[int, TrialProgress],
+    speedup: Callable[[float], float],
+    min_width: float = 1.0,
+    max_width: float = math.inf,
+) -> list[TrialLoad]:
+    """The planner's view of running trials: remaining epochs × their epoch time at width 1 (the
+    mean of the others' until a trial has run an epoch; 1 s when none has)."""
+    measured = [p.one_wide_s(speedup) for p in progress.values()]
+    known = [m for m in measured if m is not None]
+    default_s = sum(known) / len(known) if known else 1.0
+    return [
+        TrialLoad(
+            trial_id,
+            p.epochs_left() * (seconds if seconds is not None else default_s),
+            min_width,
+            max_width,
+            speedup,
+        )
+        for (trial_id, p), seconds in zip(progress.items(), measured, strict=True)
+    ]
+
+
+# -- several nodes --------------------------------------------------------------------------------
+
+
+def next_node(
+    counts: Mapping[str, int], room: Mapping[str, int], capacity: Mapping[str, float]
+) -> str | None:
+    """The node where one more slot (or trial) gets the most capacity: the largest capacity per
+    slot once it is there, among nodes with room left (the first such node on a tie); None if
+    every node is full."""
+    best, best_share = None, -math.inf
+    for node, cap in capacity.items():
+        here = counts.get(node, 0)
+        if here < room.get(node, 0) and cap / (here + 1) > best_share + 1e-12:
+            best, best_share = node, cap / (here + 1)
+    return best
+
+
+def spread_slots(
+    slots: int, room: Mapping[str, int], capacity: Mapping[str, float]
+) -> dict[str, int]:
+    """How many of `slots` worker slots each node holds: one at a time to `next_node` (the
+    D'Hondt rule), so a slot never waits on a crowded node while another has cores to spare.
+    Slots past every node's room are left out."""
+    counts = {node: 0 for node in capacity}
+    for _ in range(slots):
+        node = next_node(counts, room, capacity)
+        if node is None:
+            break
+        counts[node] += 1
+    return counts
+
+
+def node_widths(
+    trials: Mapping[str, Sequence[TrialLoad]],
+    capacity: Mapping[str, float],
+    plan: Callable[[Sequence[TrialLoad], float], dict[int, float]] = fluid_widths,
+) -> dict[int, float]:
+    """Widths for the trials of every node, each node packed on its own capacity by `plan`
+    (`fluid_widths`, or GPU shares that always pack): a trial's width never spans nodes."""
+    widths: dict[int, float] = {}
+    for node, here in trials.items():
+        if here:
+            widths.update(plan(here, capacity.get(node, 0.0)))
+    return widths

@@ -17,10 +17,8 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -52,53 +50,19 @@ from basht.report.results import build_summary
 from basht.store import Store
 from tests.cli import ROOT, wait_for_trials
 from tests.cli import cli_env as _env
-from tests.tools import need_tool
+from tests.ray_cluster import Cluster, two_node_cluster
+from tests.ray_cluster import kill_tree as _kill_tree
+from tests.ray_cluster import reaped as _reaped
+from tests.ray_cluster import short_temp as _short_temp
 
 # What the whole runs here are billed at: 0.001 USD a second, per second, no minimum.
 PRICE = Price(usd_per_hour=3.6, vcpus=2)
-
-# Runs a command as a child subreaper: processes it leaves behind are re-parented here rather than
-# to init, so the test can list (into argv[1]) and end every one. Ray's agents outlive a raylet.
-_REAPER = """
-import ctypes, os, subprocess, sys
-import psutil
-ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-main = subprocess.Popen(sys.argv[2:])
-while True:
-    pid, status = os.waitpid(-1, 0)
-    if pid == main.pid:
-        break
-left = psutil.Process().children(recursive=True)
-lines = []
-for p in left:
-    try:
-        lines.append(f"{p.pid} {' '.join(p.cmdline())[:120]}\\n")
-    except psutil.Error:
-        lines.append(f"{p.pid} (exiting)\\n")
-    try:
-        p.kill()
-    except psutil.Error:
-        pass
-with open(sys.argv[1], "w") as f:
-    f.write("".join(lines))
-psutil.wait_procs(left, timeout=10)
-sys.exit(os.waitstatus_to_exitcode(status))
-"""
 
 
 def _oc(store: Store, run_id: str) -> float | None:
     """OC as `basht run` computes it, now that undeploy's end is in the store too (the run
     stored its metrics before undeploy, with the nodes held up to then)."""
     return {m.name: m.value for m in compute_metrics(store, run_id)}["OC"]
-
-
-def _short_temp() -> Path:
-    """Ray puts Unix sockets (at most 107 bytes of path) under its temp folder: keep it short."""
-    return Path(tempfile.mkdtemp(prefix="bt", dir="/tmp"))
-
-
-def _reaped(report: Path, *command: str) -> list[str]:
-    return [sys.executable, "-c", _REAPER, str(report), *command]
 
 
 # -- a whole run on a Ray of its own ---------------------------------------------------------
@@ -264,133 +228,10 @@ def test_a_ray_client_server_that_fails_to_start_is_tried_again(monkeypatch):
 # -- a real cluster of two nodes on 127.0.0.1 ---------------------------------------------------
 
 
-@dataclass
-class Cluster:
-    namespace: str
-    address: str
-    env: dict[str, str]
-    root: Path
-    head: subprocess.Popen[bytes]
-    node: subprocess.Popen[bytes]
-
-    def run(self, *command: str) -> subprocess.Popen[str]:
-        """Start a command inside the cluster's network namespace, where 127.0.0.1 is the cluster."""
-        return subprocess.Popen(
-            ["ip", "netns", "exec", self.namespace, *command],
-            cwd=self.root,
-            env=self.env,
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-
-
-def _sh(*command: str) -> None:
-    subprocess.run(command, check=True, capture_output=True, timeout=30)
-
-
-def _ray_node(
-    namespace: str,
-    root: Path,
-    name: str,
-    env: dict[str, str],
-    *args: str,
-    own_pids: bool = False,
-) -> subprocess.Popen[bytes]:
-    """`ray start --block` for one node, inside the namespace and under a reaper of its own;
-    with `own_pids`, in a PID namespace of its own too, so that its processes are out of the
-    driver's sight as on another machine."""
-    command = [
-        "ip",
-        "netns",
-        "exec",
-        namespace,
-        *(["unshare", "--pid", "--fork", "--mount-proc"] if own_pids else []),
-        *_reaped(root / f"{name}.left", sys.executable, "-m", "ray.scripts.scripts", "start"),
-        "--block",
-        "--node-ip-address=127.0.0.1",
-        "--num-cpus=1",
-        "--num-gpus=0",
-        f"--temp-dir={root / name}",  # per node: tells the two nodes' files apart
-        f"--object-store-memory={100 * 2**20}",
-        *args,
-    ]
-    with open(root / f"{name}.log", "wb") as log:  # the node keeps its own copy of the file
-        return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-
-
-def _await_node(root: Path, name: str, proc: subprocess.Popen[bytes]) -> None:
-    log, deadline = root / f"{name}.log", time.monotonic() + 180  # a guard against hanging
-    while "Ray runtime started" not in log.read_text(errors="replace"):
-        assert proc.poll() is None, f"ray start ({name}) exited:\n{log.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, f"ray start ({name}) hangs:\n{log.read_text()[-3000:]}"
-        time.sleep(0.2)
-
-
-def _kill_tree(proc: subprocess.Popen[bytes]) -> list[str]:
-    """SIGKILL every process below `proc` (a node's crash); returns their names."""
-    try:
-        below = psutil.Process(proc.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
-    names = []
-    for p in below:
-        try:
-            names.append(p.name())
-            p.send_signal(signal.SIGKILL)
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(below, timeout=10)
-    return names
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    need_tool("ip")  # network namespaces, as root (the tests are marked needs_root)
-    namespace, root = f"basht-ray-{os.getpid()}", _short_temp()
-    env = {
-        **_env(),
-        "TMPDIR": str(root),
-        # Token authentication in every Ray process, the driver's too.
-        "RAY_AUTH_MODE": "token",
-        "RAY_AUTH_TOKEN": secrets.token_hex(32),
-        "RAY_USAGE_STATS_ENABLED": "0",
-        # The driver and the head take 127.0.0.1 as their address without looking outside.
-        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-        # A dead node is declared dead after ~3 s instead of ~15 s.
-        "RAY_health_check_period_ms": "1000",
-        "RAY_health_check_failure_threshold": "3",
-    }
-    _sh("ip", "netns", "add", namespace)
-    head = node = None
-    try:
-        _sh("ip", "netns", "exec", namespace, "ip", "link", "set", "lo", "up")
-        head = _ray_node(
-            namespace,
-            root,
-            "head",
-            env,
-            "--head",
-            "--port=6379",
-            "--include-dashboard=false",
-            "--ray-client-server-port=10001",
-        )
-        _await_node(root, "head", head)
-        # `ray start --address` refuses to add a node when this is 0 (it means "no clusters").
-        node_env = {**env, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
-        node = _ray_node(
-            namespace, root, "node", node_env, "--address=127.0.0.1:6379", own_pids=True
-        )
-        _await_node(root, "node", node)
-        yield Cluster(namespace, "127.0.0.1:6379", env, root, head, node)
-    finally:
-        for proc in (node, head):
-            if proc is not None:
-                _kill_tree(proc)
-                proc.kill()
-                proc.wait(10)
-        subprocess.run(["ip", "netns", "del", namespace], check=False, timeout=30)
-        shutil.rmtree(root, ignore_errors=True)
+    with two_node_cluster() as running:
+        yield running
 
 
 def _digits_asha_on(

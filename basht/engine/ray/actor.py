@@ -55,7 +55,10 @@ class _DeviceWorker(_Worker):
         resources = super()._resources(task)
         if self.device == "cpu":
             return resources
-        return dataclasses.replace(resources, accelerator="gpu", device=self.device)
+        # Fluid names the devices it gave the trial (cuda:0, cuda:1...: Ray shows the actor only
+        # its own); otherwise the trial trains on the device Ray gave the actor.
+        device = task.devices[0] if task.devices else self.device
+        return dataclasses.replace(resources, accelerator="gpu", device=device)
 
 
 class Placed(NamedTuple):

@@ -43,6 +43,7 @@ class RayNode:
     joined_at: float  # unix seconds: the first look that found it alive
     cpus: float = 0.0
     gpus: float = 0.0
+    memory_mb: float = 0.0  # Ray's `memory` resource of the node
     left_at: float | None = None  # the first look that found it dead or gone; None: it stays
     workers: set[int] = field(default_factory=set)  # the run's workers placed on it
 
@@ -100,6 +101,7 @@ class NodeLedger:
                     now,
                     cpus=float(resources.get("CPU", 0.0)),
                     gpus=float(resources.get("GPU", 0.0)),
+                    memory_mb=float(resources.get("memory", 0.0)) / 2**20,
                 )
                 changed = True
         for node in self._nodes.values():
@@ -120,6 +122,10 @@ class NodeLedger:
         if worker not in node.workers:
             node.workers.add(worker)
             self._tell()
+
+    def alive(self) -> list[RayNode]:
+        """The nodes the last look found alive, in the order first seen."""
+        return [node for node in self._nodes.values() if node.left_at is None]
 
     def records(self) -> list[dict[str, Any]]:
         return [node.record() for node in self._nodes.values()]
