@@ -247,18 +247,27 @@ def loads_of(
     speedup: Callable[[float], float],
     min_width: float = 1.0,
     max_width: float = math.inf,
+    probe: bool = True,
 ) -> list[TrialLoad]:
     """The planner's view of running trials: remaining epochs × their epoch time at width 1 (the
-    mean of the others' until a trial has run an epoch; 1 s when none has)."""
+    mean of the others' until a trial has run an epoch; 1 s when none has).
+
+    A trial that has not yet run an epoch at width 1 is held to width 1 (its minimum, if more)
+    until it has: that epoch is the baseline its speed-ups are measured against. Without it a
+    trial that starts alone on a node, widened at once, never shows that widening slows it
+    (small models often run slower on more threads), and the plan stays on the optimistic
+    linear guess. `probe=False` skips that (GPU trials, which change width only by moving to
+    another actor from a checkpoint)."""
     measured = [p.one_wide_s(speedup) for p in progress.values()]
     known = [m for m in measured if m is not None]
     default_s = sum(known) / len(known) if known else 1.0
+    first = max(min_width, 1.0)
     return [
         TrialLoad(
             trial_id,
             p.epochs_left() * (seconds if seconds is not None else default_s),
             min_width,
-            max_width,
+            max_width if not probe or 1 in p.epoch_s else min(max_width, first),
             speedup,
         )
         for (trial_id, p), seconds in zip(progress.items(), measured, strict=True)

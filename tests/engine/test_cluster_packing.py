@@ -107,9 +107,12 @@ def _plan(capacities: dict[str, float], **kwargs) -> ClusterPlan:
 
 def test_a_trial_that_arrives_or_ends_replans_only_its_node():
     plan = _plan({"a": 4.0, "b": 2.0})
-    assert plan.arrive(1, "a", target=9, epoch=0) == 4.0  # alone: the whole node
-    assert plan.arrive(2, "b", target=9, epoch=0) == 2.0
+    # A new trial's first epoch runs one wide: the baseline its speed-ups are measured against.
+    assert plan.arrive(1, "a", target=9, epoch=0) == 1.0
+    assert plan.arrive(2, "b", target=9, epoch=0) == 1.0
     plan.report(1, 1, 8.0)
+    assert plan.planned[1] == 4.0  # measured: alone, it gets the whole node
+    plan.report(2, 1, 8.0)
     plan.arrive(3, "a", target=1, epoch=0)  # a short one joins trial 1 on node a
     assert plan.planned[1] + plan.planned[3] == 4.0 and plan.planned[1] > plan.planned[3]
     assert plan.planned[2] == 2.0
@@ -126,11 +129,25 @@ def test_a_lost_trial_keeps_what_was_measured_and_its_node_replans_without_it():
     plan.report(1, 1, 3.0)
     assert plan.node_gone("a") == [1, 2]
     assert "a" not in plan.reservations and not plan.where
-    assert plan.arrive(1, "b", target=4, epoch=1) == 2.0  # again, elsewhere
-    assert plan.progress[1].epoch_s == {2.0: 3.0}
+    assert plan.arrive(1, "b", target=4, epoch=1) == 2.0  # again, elsewhere: measured, so wide
+    assert plan.progress[1].epoch_s == {1.0: 3.0}
     plan.arrive(2, "b", target=4, epoch=1)
     plan.detach(2)  # requeued: trial 1 gets the node back
     assert plan.planned == {1: 2.0} and 2 in plan.progress
+
+
+def test_a_width_that_turns_out_slower_is_given_up_for_every_trial():
+    plan = _plan({"a": 2.0})
+    assert plan.arrive(1, "a", target=9, epoch=0) == 1.0  # the baseline epoch
+    plan.report(1, 1, 1.0)
+    assert plan.planned[1] == 2.0  # the linear guess: two threads, twice as fast
+    plan.applied(1, 2.0)
+    plan.report(1, 2, 8.0)  # two threads are eight times slower
+    assert plan.planned[1] == 1.0
+    plan.leave(1)
+    plan.arrive(2, "a", target=9, epoch=0)
+    plan.report(2, 1, 1.0)
+    assert plan.planned[2] == 1.0  # what was measured holds for the next trial too
 
 
 def test_slots_go_to_the_node_where_they_get_most():

@@ -99,8 +99,11 @@ def test_a_trial_resized_between_epochs_on_the_cluster_matches_a_fixed_width(clu
         mine = [r for r in seen["reports"] if r["trial"] == trial_id]
         nodes.add(mine[0]["node"])
         assert [r["epoch"] for r in mine] == [1, 2, 3, 4]
-        # Alone on its node, squeezed to one core while a short trial shared it, alone again.
-        assert [r["width"] for r in mine] == [2.0, 1.0, 2.0, 2.0]
+        # One thread for the baseline epoch, squeezed to one core while a short trial shared
+        # its node, two alone; then what two threads measured to gain (on a small model and a
+        # busy machine two can be slower than one: that trial goes back to one).
+        widths = [r["width"] for r in mine]
+        assert widths[:3] == [1.0, 1.0, 2.0] and widths[3] in (1.0, 2.0), widths
         assert len({r["node"] for r in mine}) == 1
         # As on the local pool: more threads sum in another order, so the loss may differ in its
         # last bits; the model's predictions (accuracy) are the same.

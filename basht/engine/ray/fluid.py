@@ -160,8 +160,14 @@ class ClusterPlan:
         if progress is None:
             return
         progress.epoch = epoch
+        first_at_width = progress.width not in progress.epoch_s
         progress.epoch_s[progress.width] = seconds
         self.speedups.observe(progress)
+        node_id = self.where.get(trial_id)
+        if first_at_width and node_id is not None:
+            # A width measured for the first time: the baseline a probe waited for, or what a
+            # wider width really gains. Both change the plan for the trial's node.
+            self.replan(node_id)
 
     def applied(self, trial_id: int, width: float) -> None:
         """The trial runs at `width` from its next epoch on."""
@@ -197,7 +203,9 @@ class ClusterPlan:
         if reservation is None or not here:
             return
         width_cap = min(self.max_width, reservation.capacity)
-        loads = loads_of(here, self.speedups, self.min_width, width_cap)
+        # CPU trials run their first epoch one thread wide (changing threads costs nothing);
+        # a GPU trial would move to another actor for it, so it starts at its planned width.
+        loads = loads_of(here, self.speedups, self.min_width, width_cap, probe=not self.gpu)
         widths = node_widths({node_id: loads}, {node_id: reservation.capacity}, self._packer())
         self.planned.update(widths)
         self.history.append(NodePlan(time.time(), node_id, reservation.capacity, dict(widths)))
