@@ -10,7 +10,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from basht.engine.base import Executor
 from basht.engine.devices import Placement, check_share, gpu_widths, place
 from basht.engine.messages import CONTINUE, TrialEvent, TrialTask, WorkloadRef, await_test
-from basht.engine.packing import TrialLoad, fluid_widths
+from basht.engine.packing import Speedups, TrialProgress, fluid_widths, loads_of
 from basht.engine.threads import thread_env
 from basht.engine.worker import worker_main
 from basht.errors import BashtError
@@ -100,25 +100,10 @@ def _exit_reason(code: int | None) -> str:
 
 
 @dataclass
-class _Load:
-    """What Fluid knows of a running trial: its budget, progress and epoch times per width."""
+class _Load(TrialProgress):
+    """What Fluid knows of a running trial (`TrialProgress`), and where a GPU trial runs now."""
 
-    target: int | None
-    epoch: int
-    width: float = 1
-    epoch_s: dict[float, float] = field(default_factory=dict)
-    placement: Placement | None = None  # the devices it runs on now (GPU trials)
-
-    def epochs_left(self) -> int:
-        return max(1, (self.target or self.epoch + 1) - self.epoch)
-
-    def one_thread_s(self, speedup: Any) -> float | None:
-        if 1 in self.epoch_s:
-            return self.epoch_s[1]
-        if self.epoch_s:
-            width, seconds = next(iter(self.epoch_s.items()))
-            return seconds * speedup(width)
-        return None
+    placement: Placement | None = None
 
 
 @dataclass
@@ -182,7 +167,7 @@ class LocalExecutor(Executor):
         self._planned: dict[int, float] = {}
         self._placements: dict[int, Placement] = {}
         # width -> measured speed-ups over one thread (t1 / tw), from trials that ran at both
-        self._speedups: dict[int, list[float]] = {}
+        self._speedups = Speedups()  # measured speed-up per width, over every trial
         self._ctx = mp.get_context("spawn")
         self._slots: list[_Slot] = []
         self._setup_ref: WorkloadRef | None = None
@@ -452,28 +437,11 @@ class LocalExecutor(Executor):
                 components[f"gpu:{index or 0}"] = placement.share
         self.on_place(worker, components)
 
-    def _speedup(self, width: float) -> float:
-        """Measured speed-up at `width` (threads or devices); linear until measured."""
-        seen = self._speedups.get(width)
-        if width == 1 or not seen:
-            return float(width)
-        return sorted(seen)[len(seen) // 2]
-
     def _replan(self) -> None:
         """Fluid widths for the running trials from their measured epochs (engine/packing.py)."""
-        measured = [load.one_thread_s(self._speedup) for load in self._loads.values()]
-        known = [m for m in measured if m is not None]
-        default_s = sum(known) / len(known) if known else 1.0
-        trials = [
-            TrialLoad(
-                trial_id,
-                load.epochs_left() * (load.one_thread_s(self._speedup) or default_s),
-                self.min_share,
-                float(self.max_width),
-                self._speedup,
-            )
-            for trial_id, load in self._loads.items()
-        ]
+        trials = loads_of(
+            self._loads, self._speedups, self.min_share, float(self.max_width), probe=False
+        )
         if not self.devices:
             self._planned = {t: int(w) for t, w in fluid_widths(trials, self.capacity).items()}
             return
@@ -491,9 +459,7 @@ class LocalExecutor(Executor):
         if event.kind == EventKind.REPORT:
             load.epoch = event.epoch
             load.epoch_s[load.width] = event.train_s + event.validate_s
-            one = load.epoch_s.get(1)
-            if one and load.width != 1:
-                self._speedups.setdefault(load.width, []).append(one / load.epoch_s[load.width])
+            self._speedups.observe(load)
         elif event.kind != EventKind.LOADED:
             del self._loads[event.trial_id]
             self._replan()
