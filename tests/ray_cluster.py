@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -220,3 +221,63 @@ def two_node_cluster(cpus_per_node: int = 1) -> Iterator[Cluster]:
                 proc.wait(10)
         subprocess.run(["ip", "netns", "del", namespace], check=False, timeout=30)
         shutil.rmtree(root, ignore_errors=True)
+
+
+# -- a node lost in the middle of a real run -------------------------------------------------------
+
+
+def finished_trials(store: Any, run_id: str) -> dict[int, tuple[str, float | None, int]]:
+    """Each trial that is done for now (completed, paused, stopped): its state, value, budget."""
+    done = ("completed", "paused", "stopped")
+    return {t.number: (t.state, t.value, t.budget) for t in store.trials(run_id) if t.state in done}
+
+
+def lose_a_node_mid_run(
+    cluster: Cluster, path: Path, db: Path, url: str, timeout_s: float = 600
+) -> tuple[dict[int, tuple[str, float | None, int]], list[str], float, str]:
+    """`basht run path` inside the cluster; once 8 trials are done, the second node is killed.
+    Returns what was done before the kill, the processes killed, when, and the driver's stderr
+    (it must end with exit 0)."""
+    from basht.errors import StoreError
+    from basht.store import Store
+
+    driver = cluster.run(sys.executable, "-m", "basht.cli", "run", "-q", str(path))
+    try:
+        before: dict[int, tuple[str, float | None, int]] = {}
+        while driver.poll() is None and len(before) < 8:
+            time.sleep(0.2)
+            if db.exists():
+                with contextlib.suppress(StoreError):  # the driver may still be creating it
+                    store = Store(url)
+                    runs = store.list_runs()
+                    before = finished_trials(store, runs[0].id) if runs else {}
+        assert driver.poll() is None, "the run ended before a node could be lost"
+        killed_at, killed = time.time(), kill_tree(cluster.node)
+        _, err = driver.communicate(timeout=timeout_s)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    # A worker was on the second node, and the driver saw it go.
+    assert any(name.startswith("ray::TrialActor") for name in killed), killed
+    assert driver.returncode == 0, err[-3000:]
+    assert "was lost" in err
+    return before, killed, killed_at, err
+
+
+def assert_nothing_finished_was_lost(
+    store: Any, before: dict[int, tuple[str, float | None, int]], trials: int = 32
+) -> Any:
+    """The run completed with all its trials; every trial done before the loss kept its result,
+    and no epoch was reported twice. Returns the run."""
+    (run,) = store.list_runs()
+    after = {t.number: t for t in store.trials(run.id)}
+    assert run.status == "completed" and run.executor == "ray"
+    assert sorted(after) == list(range(trials))
+    assert {t.state for t in after.values()} <= {"completed", "stopped"}
+    for number, (state, value, budget) in before.items():
+        if state == "completed":
+            assert (after[number].state, after[number].value) == ("completed", value)
+        assert after[number].budget >= budget
+    heard = [(r.trial_id, r.epoch) for r in store.reports(run.id)]
+    assert len(heard) == len(set(heard))  # a replayed trial reported nothing twice
+    return run

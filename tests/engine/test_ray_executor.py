@@ -7,7 +7,6 @@ skip without them.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -43,15 +42,19 @@ from basht.engine.ray import session as ray_session
 from basht.engine.ray.meter import NodeMeters
 from basht.engine.ray.session import _on_loopback
 from basht.engine.ray.watchdog import end, session_processes
-from basht.errors import ExperimentError, StoreError
+from basht.errors import ExperimentError
 from basht.experiment import Experiment, MeasureSpec, ResourcesSpec
 from basht.metrics import compute_metrics
 from basht.report.results import build_summary
 from basht.store import Store
 from tests.cli import ROOT, wait_for_trials
 from tests.cli import cli_env as _env
-from tests.ray_cluster import Cluster, two_node_cluster
-from tests.ray_cluster import kill_tree as _kill_tree
+from tests.ray_cluster import (
+    Cluster,
+    assert_nothing_finished_was_lost,
+    lose_a_node_mid_run,
+    two_node_cluster,
+)
 from tests.ray_cluster import reaped as _reaped
 from tests.ray_cluster import short_temp as _short_temp
 
@@ -255,11 +258,6 @@ def _labels(accounts) -> set[str]:
     return {a.component.split("/")[0] for a in accounts if "/" in a.component}
 
 
-def _finished(store: Store, run_id: str) -> dict[int, tuple[str, float | None, int]]:
-    done = ("completed", "paused", "stopped")
-    return {t.number: (t.state, t.value, t.budget) for t in store.trials(run_id) if t.state in done}
-
-
 @pytest.mark.needs_root
 @pytest.mark.integration
 def test_a_worker_no_node_can_hold_is_a_one_line_error(cluster):
@@ -363,41 +361,11 @@ def test_digits_asha_through_ray_client_meters_every_trial_on_its_own_node(clust
 @pytest.mark.integration
 def test_digits_asha_on_two_nodes_completes_after_losing_one(cluster):
     path, url = _digits_asha_on(cluster, "lose-a-node")
-    driver = cluster.run(sys.executable, "-m", "basht.cli", "run", "-q", str(path))
-    try:
-        before: dict[int, tuple[str, float | None, int]] = {}
-        while driver.poll() is None and len(before) < 8:
-            time.sleep(0.2)
-            if (cluster.root / "lose-a-node.db").exists():
-                with contextlib.suppress(StoreError):  # the driver may still be creating it
-                    store = Store(url)
-                    runs = store.list_runs()
-                    before = _finished(store, runs[0].id) if runs else {}
-        assert driver.poll() is None, "the run ended before a node could be lost"
-        killed_at, killed = time.time(), _kill_tree(cluster.node)
-        _, err = driver.communicate(timeout=300)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-    # A worker was on the second node (one CPU each), and the driver saw it go.
-    assert any(name.startswith("ray::TrialActor") for name in killed), killed
-    assert driver.returncode == 0, err[-3000:]
-    assert "was lost" in err
-
+    before, killed, killed_at, err = lose_a_node_mid_run(
+        cluster, path, cluster.root / "lose-a-node.db", url, timeout_s=300
+    )
     store = Store(url)
-    (run,) = store.list_runs()
-    trials = store.trials(run.id)
-    assert run.status == "completed" and run.executor == "ray"
-    assert sorted(t.number for t in trials) == list(range(32))
-    assert {t.state for t in trials} <= {"completed", "stopped"}
-    after = {t.number: t for t in trials}
-    for number, (state, value, budget) in before.items():
-        if state == "completed":
-            assert (after[number].state, after[number].value) == ("completed", value)
-        assert after[number].budget >= budget
-    # A replayed trial reported nothing twice: its lost epochs were heard once.
-    heard = [(r.trial_id, r.epoch) for r in store.reports(run.id)]
-    assert len(heard) == len(set(heard))
+    run = assert_nothing_finished_was_lost(store, before)
     # The lost node's meter went with it, and with it what it booked since it was last read:
     # those trials (a requeued one among them) are unmeasured, the rest are measured.
     assert any(name.startswith("ray::NodeMeter") for name in killed), killed

@@ -8,7 +8,6 @@ there. Needs Ray, iproute2 and root; skips without them.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
 import sys
@@ -20,11 +19,16 @@ import pytest
 import yaml
 
 from basht.engine import COMPLETE, CONTINUE, LocalExecutor, TrialTask, WorkloadRef
-from basht.errors import StoreError
 from basht.store import Store
 from tests.cli import ROOT, cli_env
 from tests.engine.fluid_probe import MLP_CONFIG
-from tests.ray_cluster import Cluster, kill_tree, two_node_cluster
+from tests.ray_cluster import (
+    Cluster,
+    assert_nothing_finished_was_lost,
+    kill_tree,
+    lose_a_node_mid_run,
+    two_node_cluster,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -164,47 +168,11 @@ def _digits_asha_fluid(cluster: Cluster, name: str) -> tuple[Any, str]:
     return path, store
 
 
-def _finished(store: Store, run_id: str) -> dict[int, tuple[str, float | None, int]]:
-    done = ("completed", "paused", "stopped")
-    return {t.number: (t.state, t.value, t.budget) for t in store.trials(run_id) if t.state in done}
-
-
 @pytest.mark.needs_root
 def test_digits_asha_with_fluid_loses_no_finished_trial_when_a_node_dies(cluster):
     path, url = _digits_asha_fluid(cluster, "fluid-lose-a-node")
-    driver = cluster.run(sys.executable, "-m", "basht.cli", "run", "-q", str(path))
-    try:
-        before: dict[int, tuple[str, float | None, int]] = {}
-        while driver.poll() is None and len(before) < 8:
-            time.sleep(0.2)
-            if (cluster.root / "fluid-lose-a-node.db").exists():
-                with contextlib.suppress(StoreError):  # the driver may still be creating it
-                    store = Store(url)
-                    runs = store.list_runs()
-                    before = _finished(store, runs[0].id) if runs else {}
-        assert driver.poll() is None, "the run ended before a node could be lost"
-        killed = kill_tree(cluster.node)
-        _, err = driver.communicate(timeout=600)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-    assert any(name.startswith("ray::TrialActor") for name in killed), killed
-    assert driver.returncode == 0, err[-3000:]
-    assert "was lost" in err
-
-    store = Store(url)
-    (run,) = store.list_runs()
-    trials = store.trials(run.id)
-    assert run.status == "completed" and run.executor == "ray"
-    assert sorted(t.number for t in trials) == list(range(32))
-    assert {t.state for t in trials} <= {"completed", "stopped"}
-    after = {t.number: t for t in trials}
-    for number, (state, value, budget) in before.items():
-        if state == "completed":
-            assert (after[number].state, after[number].value) == ("completed", value)
-        assert after[number].budget >= budget
-    heard = [(r.trial_id, r.epoch) for r in store.reports(run.id)]
-    assert len(heard) == len(set(heard))  # a replayed trial reported nothing twice
+    before, _, _, _ = lose_a_node_mid_run(cluster, path, cluster.root / "fluid-lose-a-node.db", url)
+    assert_nothing_finished_was_lost(Store(url), before)
 
 
 def test_gpu_trials_move_to_an_actor_of_their_new_size_and_go_on_where_they_were():
