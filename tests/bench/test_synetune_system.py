@@ -319,15 +319,15 @@ def test_the_trial_script_puts_the_drivers_import_path_first(tmp_path):
     from basht.engine.messages import WorkloadRef
 
     plan = TrialPlan(
-        WorkloadRef("sleep", {}, 0),
-        "accuracy",
-        "max",
-        None,
-        3,
-        1,
-        SpaceCodec(("x",)),
-        ("127.0.0.1", 1),
-        b"k",
+        workload=WorkloadRef("sleep", {}, 0),
+        metric="accuracy",
+        mode="max",
+        target=None,
+        max_budget=3,
+        cpus=1,
+        codec=SpaceCodec(("x",)),
+        address=("127.0.0.1", 1),
+        authkey=b"k",
     )
     script = write_entry(tmp_path, plan)
     text = script.read_text()

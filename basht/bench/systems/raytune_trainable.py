@@ -14,7 +14,6 @@ import contextlib
 import math
 import os
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from ray import tune
@@ -24,12 +23,12 @@ from basht.bench.systems.messages import Completing, Started
 from basht.bench.systems.raytune_map import basht_config, trial_number
 from basht.bench.systems.trial import (
     EpochRunner,
+    TrialPlan,
     floats,
     metric_problem,
     prepare_workload,
     test_best,
 )
-from basht.engine.messages import WorkloadRef
 from basht.engine.threads import limit_threads
 from basht.states import TrialState
 from basht.workloads import StopTrial, resolve_workload
@@ -44,23 +43,8 @@ EPOCH, LOAD_S, TRAIN_S, VALIDATE_S, METRICS = (
 )
 
 
-@dataclass(frozen=True)
-class TrainPlan:
-    """What every trial process needs: the workload, the goal, and how to reach the driver."""
-
-    workload: WorkloadRef
-    metric: str
-    mode: str
-    target: float | None
-    max_budget: int | None
-    cpus: int
-    address: tuple[str, int]
-    authkey: bytes
-
-    def is_target(self, value: float) -> bool:
-        if self.target is None:
-            return False
-        return value >= self.target if self.mode == "max" else value <= self.target
+#: What every trial process needs (the one plan of every peer's trials).
+TrainPlan = TrialPlan
 
 
 _channels: dict[tuple[str, int], TrialChannel] = {}
@@ -129,8 +113,7 @@ class BashtTrainable(tune.Trainable):
         if problem:
             raise ValueError(problem)
         value = metrics[self.plan.metric]
-        max_budget = self.plan.max_budget
-        done = (max_budget is not None and epoch >= max_budget) or self.plan.is_target(value)
+        done = self.plan.is_done(epoch, value)
         if done:
             path = self.channel.request(Completing(self.number, epoch, value))
             if path:
@@ -176,8 +159,7 @@ class _Reporter:
         if problem:
             raise ValueError(problem)
         self.epoch, self.value = int(step), values[self.plan.metric]
-        budget = self.plan.max_budget
-        done = self.plan.is_target(self.value) or (budget is not None and self.epoch >= budget)
+        done = self.plan.is_done(self.epoch, self.value)
         if done:  # said before the result: a scheduler ends the trial on it (ASHA at max_t)
             self.complete()
         tune.report(_result(values, self.epoch, 0.0, now - self._last, 0.0))

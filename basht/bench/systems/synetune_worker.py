@@ -33,7 +33,7 @@ from basht.bench.systems.trial import (
     prepare_workload,
     reason,
 )
-from basht.engine.messages import WorkloadRef
+from basht.bench.systems.trial import TrialPlan as PeerTrialPlan
 from basht.engine.threads import limit_threads
 from basht.states import TrialState
 from basht.workloads import StopTrial, is_function_workload, resolve_workload
@@ -45,28 +45,10 @@ ERROR_FILE = "basht-error.txt"
 
 
 @dataclass(frozen=True)
-class TrialPlan:
-    """What every trial process needs: the workload, the goal, and how to reach the driver."""
+class TrialPlan(PeerTrialPlan):
+    """A peer's trial plan, and the codec of Syne Tune's configurations (its names for ours)."""
 
-    workload: WorkloadRef
-    metric: str
-    mode: str
-    target: float | None
-    max_budget: int | None
-    cpus: int
     codec: SpaceCodec
-    address: tuple[str, int]
-    authkey: bytes
-
-    def is_target(self, value: float) -> bool:
-        if self.target is None:
-            return False
-        return value >= self.target if self.mode == "max" else value <= self.target
-
-    def is_done(self, epoch: int, value: float) -> bool:
-        """The trial completes: its budget trained, or the target reached."""
-        budget = self.max_budget
-        return (budget is not None and epoch >= budget) or self.is_target(value)
 
 
 def write_entry(folder: Path, plan: TrialPlan) -> Path:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,31 @@ from basht.engine.checkpoints import load_state, save_state
 from basht.engine.messages import WorkloadRef
 from basht.engine.worker import build_workload
 from basht.workloads import Resources, resolve_workload
+
+
+@dataclass(frozen=True)
+class TrialPlan:
+    """What every trial process of a peer needs: the workload, the goal, and how to reach the
+    driver (its `EventServer`)."""
+
+    workload: WorkloadRef
+    metric: str
+    mode: str
+    target: float | None
+    max_budget: int | None
+    cpus: int
+    address: tuple[str, int]
+    authkey: bytes
+
+    def is_target(self, value: float) -> bool:
+        if self.target is None:
+            return False
+        return value >= self.target if self.mode == "max" else value <= self.target
+
+    def is_done(self, epoch: int, value: float) -> bool:
+        """The trial completes: its budget trained, or the target reached."""
+        budget = self.max_budget
+        return (budget is not None and epoch >= budget) or self.is_target(value)
 
 
 def reason(err: BaseException) -> str:
