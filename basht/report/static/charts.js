@@ -131,6 +131,14 @@
     };
   }
 
+  // A chart's options: the shared ones for `mode` (the zoom's axes), `extra` over them, and
+  // `tooltip` (its callbacks, a filter) over the shared tooltip.
+  function chartOptions(mode, extra, tooltip) {
+    const options = baseOptions(mode);
+    Object.assign(options.plugins.tooltip, tooltip);
+    return Object.assign(options, extra);
+  }
+
   // Each chart: `card` sets up its figure, `build(data, shown)` returns {data, options}.
   const CHARTS = {
     states: {
@@ -205,26 +213,23 @@
         return {
           type: "scatter",
           data: { datasets },
-          options: Object.assign(baseOptions("xy"), {
+          options: chartOptions("xy", {
             scales: {
               x: axis("seconds since the run phase began", { min: 0 }),
               y: axis(metric),
             },
-            plugins: Object.assign(baseOptions("xy").plugins, {
-              tooltip: Object.assign(baseOptions("xy").plugins.tooltip, {
-                callbacks: {
-                  title: () => "",
-                  label: (ctx) => {
-                    const p = ctx.raw;
-                    const t = trials[p.trial] || {};
-                    const head = p.best
-                      ? `best so far ${metric} = ${fmt(p.y)} (trial ${p.trial})`
-                      : `trial ${p.trial} (${p.state}), epoch ${p.epoch}: ${metric} = ${fmt(p.y)}`;
-                    return [head, `at ${fmt(p.x)} s`, ...configLines(t.config)];
-                  },
-                },
-              }),
-            }),
+          }, {
+            callbacks: {
+              title: () => "",
+              label: (ctx) => {
+                const p = ctx.raw;
+                const t = trials[p.trial] || {};
+                const head = p.best
+                  ? `best so far ${metric} = ${fmt(p.y)} (trial ${p.trial})`
+                  : `trial ${p.trial} (${p.state}), epoch ${p.epoch}: ${metric} = ${fmt(p.y)}`;
+                return [head, `at ${fmt(p.x)} s`, ...configLines(t.config)];
+              },
+            },
           }),
           empty: data.reports.length ? null : "no reports yet",
         };
@@ -262,30 +267,27 @@
         return {
           type: "bar",
           data: { labels: lanes, datasets },
-          options: Object.assign(baseOptions("x"), {
+          options: chartOptions("x", {
             indexAxis: "y",
             scales: {
               x: axis("seconds since the run phase began", { min: 0, suggestedMax: end }),
               y: { type: "category", labels: lanes, ticks: { color: "#333" }, grid: { display: false } },
             },
-            plugins: Object.assign(baseOptions("x").plugins, {
-              tooltip: Object.assign(baseOptions("x").plugins.tooltip, {
-                callbacks: {
-                  title: () => "",
-                  label: (ctx) => {
-                    const p = ctx.raw;
-                    const t = trials[p.trial] || {};
-                    return [
-                      `trial ${p.trial} (${p.state}) on ${p.y}`,
-                      `${fmt(p.start)} s to ${fmt(p.end)} s (${fmt(p.end - p.start)} s)`,
-                      `budget ${fmt(t.budget)}${t.target_budget ? " of " + fmt(t.target_budget) : ""}, ` +
-                        `${data.run.metric || "value"} = ${fmt(t.value)}`,
-                      ...configLines(t.config),
-                    ];
-                  },
-                },
-              }),
-            }),
+          }, {
+            callbacks: {
+              title: () => "",
+              label: (ctx) => {
+                const p = ctx.raw;
+                const t = trials[p.trial] || {};
+                return [
+                  `trial ${p.trial} (${p.state}) on ${p.y}`,
+                  `${fmt(p.start)} s to ${fmt(p.end)} s (${fmt(p.end - p.start)} s)`,
+                  `budget ${fmt(t.budget)}${t.target_budget ? " of " + fmt(t.target_budget) : ""}, ` +
+                    `${data.run.metric || "value"} = ${fmt(t.value)}`,
+                  ...configLines(t.config),
+                ];
+              },
+            },
           }),
           empty: data.timeline.segments.length ? null : "no trial has started yet",
         };
@@ -353,23 +355,20 @@
         return {
           type: "line",
           data: { datasets },
-          options: Object.assign(baseOptions("x"), {
+          options: chartOptions("x", {
             interaction: { mode: "nearest", axis: "x", intersect: false },
             scales,
-            plugins: Object.assign(baseOptions("x").plugins, {
-              tooltip: Object.assign(baseOptions("x").plugins.tooltip, {
-                filter: (item) => !item.dataset.budget,
-                callbacks: {
-                  title: (items) => (items.length ? `at ${fmt(items[0].parsed.x)} s` : ""),
-                  label: (ctx) => {
-                    const p = ctx.raw;
-                    const lines = [`energy ${fmt(p.kwh * eu.factor)} ${eu.unit}`];
-                    if (p.g !== null && p.g !== undefined) lines.push(`emissions ${fmt(p.g * cu.factor)} ${cu.unit}`);
-                    return lines;
-                  },
-                },
-              }),
-            }),
+          }, {
+            filter: (item) => !item.dataset.budget,
+            callbacks: {
+              title: (items) => (items.length ? `at ${fmt(items[0].parsed.x)} s` : ""),
+              label: (ctx) => {
+                const p = ctx.raw;
+                const lines = [`energy ${fmt(p.kwh * eu.factor)} ${eu.unit}`];
+                if (p.g !== null && p.g !== undefined) lines.push(`emissions ${fmt(p.g * cu.factor)} ${cu.unit}`);
+                return lines;
+              },
+            },
           }),
           empty: e.series.length ? null : "no power sample yet",
         };
@@ -417,22 +416,19 @@
         return {
           type: "scatter",
           data: { datasets },
-          options: Object.assign(baseOptions("xy"), {
+          options: chartOptions("xy", {
             scales: { x: axis(label(a)), y: axis(label(b)) },
-            plugins: Object.assign(baseOptions("xy").plugins, {
-              tooltip: Object.assign(baseOptions("xy").plugins.tooltip, {
-                callbacks: {
-                  title: () => "",
-                  label: (ctx) => {
-                    const p = ctx.raw;
-                    const t = trials[p.trial] || {};
-                    const values = Object.keys(p.values).map((k) => `  ${k} = ${fmt(p.values[k])}`);
-                    return [`trial ${p.trial} (${p.state})${p.feasible ? "" : ", broke a constraint"}`,
-                      ...values, "config:", ...configLines(t.config)];
-                  },
-                },
-              }),
-            }),
+          }, {
+            callbacks: {
+              title: () => "",
+              label: (ctx) => {
+                const p = ctx.raw;
+                const t = trials[p.trial] || {};
+                const values = Object.keys(p.values).map((k) => `  ${k} = ${fmt(p.values[k])}`);
+                return [`trial ${p.trial} (${p.state})${p.feasible ? "" : ", broke a constraint"}`,
+                  ...values, "config:", ...configLines(t.config)];
+              },
+            },
           }),
           empty: o.trials.length ? null : "no trial has reported every objective yet",
         };
