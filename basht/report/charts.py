@@ -18,7 +18,7 @@ from sqlalchemy import select
 
 from basht.energy.monitor import J_PER_KWH, UNMEASURED, source_label
 from basht.report.plots import STATE_COLOURS
-from basht.report.runstats import trial_energy_j
+from basht.report.runstats import run_state, trial_energy_j
 from basht.report.timeline import segments
 from basht.states import TrialState
 from basht.store import PowerSampleRow, Store
@@ -75,14 +75,7 @@ def run_charts(store: Store, run_id: str, now: float | None = None) -> dict[str,
             "run": {
                 "id": run.id,
                 "experiment": spec.get("name"),
-                "system": run.system,
-                "executor": run.executor,
-                "algorithm": run.algorithm,
-                "status": run.status,
-                "error": run.error,
-                "stop_reason": run.stop_reason,
-                "started_at": run.started_at.isoformat() if run.started_at else None,
-                "ended_at": run.ended_at.isoformat() if run.ended_at else None,
+                **run_state(run),
                 "live": live,
                 "elapsed_s": _elapsed_s(phases, origin, now, live),
                 "metric": search.get("metric"),

@@ -9,7 +9,7 @@ from typing import Any
 from basht.energy.monitor import J_PER_KWH
 from basht.report.front import objectives_summary
 from basht.report.plan import cluster_summary
-from basht.report.runstats import energy_by_node, restarts
+from basht.report.runstats import energy_by_node, restarts, run_state
 from basht.store import Store
 from basht.store.repository import nan_to_null
 
@@ -25,14 +25,7 @@ def build_summary(store: Store, run_id: str) -> dict[str, Any]:
         {
             "run_id": run.id,
             "experiment": experiment.spec,
-            "system": run.system,
-            "executor": run.executor,
-            "algorithm": run.algorithm,
-            "status": run.status,
-            "error": run.error,
-            "stop_reason": run.stop_reason,
-            "started_at": run.started_at.isoformat() if run.started_at else None,
-            "ended_at": run.ended_at.isoformat() if run.ended_at else None,
+            **run_state(run),
             "results_dir": run.results_dir,
             # How it was measured: energy and carbon sources, sample interval, live metrics URL.
             "measurement": run.measurement or {},

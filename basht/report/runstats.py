@@ -129,3 +129,18 @@ def phase_durations(store: Store, run_id: str) -> dict[str, float]:
     for phase in store.phases(run_id):
         durations[phase.name] += phase.duration_s
     return dict(durations)
+
+
+def run_state(run: Any) -> dict[str, Any]:
+    """What a stored run says of itself, as results.json and the charts both give it: the
+    system and algorithm it ran, how it ended, and when."""
+    return {
+        "system": run.system,
+        "executor": run.executor,
+        "algorithm": run.algorithm,
+        "status": run.status,
+        "error": run.error,
+        "stop_reason": run.stop_reason,
+        "started_at": run.started_at.isoformat() if run.started_at else None,
+        "ended_at": run.ended_at.isoformat() if run.ended_at else None,
+    }
