@@ -237,14 +237,7 @@ class BSOService:
                     f"Job({profile.job_id}) does not optimize the power limit "
                     "(register it with optimize_power_limit: true)"
                 )
-            trial = await s.get(TrialRow, (profile.job_id, profile.trial_number))
-            if trial is None or trial.batch_size != profile.batch_size:
-                raise BadRequest(
-                    f"Unknown trial (job_id={profile.job_id}, batch_size={profile.batch_size}, "
-                    f"trial_number={profile.trial_number})"
-                )
-            if trial.status == TrialStatus.ABANDONED:
-                raise Conflict(_abandoned_message(trial))
+            await _live_trial(s, profile.job_id, profile.batch_size, profile.trial_number)
             measurements = [
                 LimitMeasurement(m.power_limit, m.time, m.energy) for m in profile.measurements
             ]
@@ -286,14 +279,7 @@ class BSOService:
             job = await _lock(s, result.job_id)
             if job is None:
                 raise BadRequest(f"Unknown job {result.job_id}")
-            trial = await s.get(TrialRow, (result.job_id, result.trial_number))
-            if trial is None or trial.batch_size != result.batch_size:
-                raise BadRequest(
-                    f"Unknown trial (job_id={result.job_id}, batch_size={result.batch_size}, "
-                    f"trial_number={result.trial_number})"
-                )
-            if trial.status == TrialStatus.ABANDONED:
-                raise Conflict(_abandoned_message(trial))
+            trial = await _live_trial(s, result.job_id, result.batch_size, result.trial_number)
             if trial.status != TrialStatus.DISPATCHED:
                 if trial.converged is None:
                     raise BadRequest(
@@ -511,6 +497,18 @@ async def _abandon_silent(s: AsyncSession, job_id: str, timeout_s: float, now: d
                 silent_s,
                 timeout_s,
             )
+
+
+async def _live_trial(s: AsyncSession, job_id: str, batch_size: int, trial_number: int) -> TrialRow:
+    """The trial a request names, which must be of that batch size and not abandoned."""
+    trial = await s.get(TrialRow, (job_id, trial_number))
+    if trial is None or trial.batch_size != batch_size:
+        raise BadRequest(
+            f"Unknown trial (job_id={job_id}, batch_size={batch_size}, trial_number={trial_number})"
+        )
+    if trial.status == TrialStatus.ABANDONED:
+        raise Conflict(_abandoned_message(trial))
+    return trial
 
 
 def _abandoned_message(trial: TrialRow) -> str:
