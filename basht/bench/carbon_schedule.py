@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from basht.energy.carbon import (
@@ -21,6 +22,7 @@ from basht.energy.shifting import (
     PerfectForecast,
     PersistenceForecast,
     agnostic_schedule,
+    check_feasible,
     emissions_g,
     oracle_emissions_g,
 )
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from basht.bench.lifecycle import RunContext
     from basht.energy.carbon import CarbonIntensity
     from basht.experiment import Experiment
+    from basht.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +80,70 @@ def carbon_gate(ctx: RunContext) -> CarbonGate | None:
         to_clock=intensity.to_clock if scaled else None,
         chain_epochs=exp.search.max_budget,  # a trial's epochs run one after another
     )
+
+
+def check_deadline(exp: Experiment, store: Store, clock_now: float) -> None:
+    """Refuse, before anything is stored, a carbon-aware run whose deadline cannot be met: one
+    already past, or one the search's epochs cannot reach at full width, timed as an earlier run
+    of the same workload on the same executor in `store` measured them. Without such a run the
+    work is unknown until the first epochs end; the gate then warns once if it is late."""
+    from basht.bench.measurement import run_intensity
+
+    schedule = exp.schedule
+    if not schedule.carbon_aware or not schedule.deadline:
+        return
+    intensity = run_intensity(exp, clock_now)
+    scaled = isinstance(intensity, ScaledIntensity)
+    series_now = intensity.to_series(clock_now) if scaled else clock_now
+    deadline = parse_deadline(schedule.deadline, series_now)
+    if deadline <= series_now:
+        raise SpecError(
+            f"{_iso(deadline)} has passed: the run would start {_iso(series_now)}",
+            "schedule.deadline",
+        )
+    epochs = expected_epochs(exp)
+    timed = measured_epoch_s(store, exp)
+    if epochs is None or timed is None:
+        return
+    epoch_s, run_id = timed
+    work_s = epochs * epoch_s * (schedule.time_scale if scaled else 1.0)
+    problem = check_feasible(
+        series_now, deadline, work_s, schedule.max_workers or exp.resources.workers
+    )
+    if problem is not None:
+        reason = problem.removeprefix(f"deadline {_iso(deadline)} ")
+        raise SpecError(
+            f"{_iso(deadline)} {reason} (about {epochs:.0f} epochs of {epoch_s:.3g} s, as run {run_id} timed them)",
+            "schedule.deadline",
+        )
+
+
+#: How many of the store's latest runs are looked through for one that timed the workload.
+_RUNS_LOOKED_AT = 50
+
+
+def measured_epoch_s(store: Store, exp: Experiment) -> tuple[float, str] | None:
+    """The mean seconds an epoch took (training and validation) in the latest run in `store`
+    of the same workload and parameters on the same executor, and that run's id; None if none
+    trained an epoch."""
+    workload = exp.to_dict()["workload"]
+    specs: dict[int, dict[str, Any]] = {}
+    for run in store.list_runs(limit=_RUNS_LOOKED_AT):
+        if run.executor != exp.executor or run.system != exp.system:
+            continue
+        if run.experiment_id not in specs:
+            specs[run.experiment_id] = store.get_experiment(run.experiment_id).spec
+        if specs[run.experiment_id].get("workload") != workload:
+            continue
+        trials = store.trials(run.id)
+        epochs = sum(t.budget for t in trials)
+        if epochs > 0:
+            return sum(t.train_s + t.validate_s for t in trials) / epochs, run.id
+    return None
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _earlier_attempts(ctx: RunContext) -> tuple[float, float | None]:

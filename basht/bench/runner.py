@@ -15,7 +15,7 @@ from basht.bench.lifecycle import BestTrial, RunContext, SystemUnderTest
 from basht.bench.measurement import run_intensity, start_exporter, start_monitor
 from basht.bench.timing import Timing, timed
 from basht.energy.billing import operating_cost_usd
-from basht.errors import BashtError, RunInterrupted
+from basht.errors import BashtError, ExperimentError, RunInterrupted, SpecError
 from basht.experiment import DERIVED_KEYS, Experiment, SearchSpec
 from basht.failpoints import failpoint
 from basht.metrics import compute_metrics
@@ -100,11 +100,16 @@ def run_benchmark(
     is written (the CLI starts drawing the plots of a completed run then).
     A file that would fail for a reason `preflight` can see fails first, with nothing stored.
     """
+    from basht.bench.carbon_schedule import check_deadline
     from basht.bench.preflight import preflight
 
     workload = preflight(experiment)
     _make_results_root(Path(results_root))
     store = Store(experiment.store)
+    try:
+        check_deadline(experiment, store, time.time())
+    except SpecError as err:
+        raise ExperimentError(f"{experiment.source}: {err}") from None
     spec = experiment.to_dict()
     spec["space_size"] = experiment.space_size
     spec["workload_about"] = _about(experiment, workload)

@@ -122,6 +122,15 @@ def test_a_deadline_too_short_to_wait_runs_at_full_width(tmp_path):
     assert {t.state for t in store.trials(run.id)} == {"completed"}
     # Nothing was paused for the gate: each trial trained its three epochs in one go.
     assert not [d for d in store.decisions(run.id) if d.op == "suggest" and d.result == "resume"]
+    # That run timed the workload's epochs (12 of at least 0.05 s, 180 s of series each, on 2
+    # workers: 18 minutes at the soonest), so a 10-minute deadline is refused before it starts.
+    _experiment(tmp_path, deadline="10m")
+    refused = basht("run", "-q", "--no-plots", str(path), cwd=tmp_path)
+    assert refused.returncode != 0
+    (line,) = refused.stderr.strip().splitlines()
+    assert "schedule.deadline: 2023-01-01T00:10:00Z is too early" in line, line
+    assert f"as run {run.id} timed them" in line and "at the earliest" in line, line
+    assert [r.id for r in store.list_runs()] == [run.id]
 
 
 def test_a_killed_carbon_aware_run_resumes_and_restarts_its_held_trials(tmp_path):
