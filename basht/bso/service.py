@@ -262,14 +262,19 @@ class BSOService:
         """Decide after one epoch: keep training, or end the trial and learn from its cost.
 
         Training stops when the target is reached, when `max_epochs` is reached, or when the
-        cost bound, beta_knob × the lowest cost of a run that reached the target, is passed or
-        would be by the next epoch (early stopping).
+        cost bound, beta_knob × the lowest cost of a recurrence (a run that reached the target,
+        with the runs that failed since the converged run before it), is passed or would be by
+        the next epoch (early stopping). The recurrence, as in the Zeus paper and its trace
+        simulator: what getting one trained model cost is what a run is held against.
 
-        Fixes over Zeus, both costs Zeus's server pays and its own trace simulator does not:
-        the epoch that would cross the bound is not started (the latest epoch's cost is taken as
+        Fixes over Zeus's server, costs it pays and Zeus's own trace simulator does not: the
+        epoch that would cross the bound is not started (the latest epoch's cost is taken as
         the next one's; Zeus trains it and then calls the run failed, a whole epoch thrown away),
-        and only converged runs set the bound (in Zeus a failed run cheaper than every converged
-        one, out of epochs, lowers it, and later runs that would reach the target are cut off).
+        a failed run never sets the bound alone (in Zeus a failed run cheaper than every
+        converged one, out of epochs, lowers it, and later runs that would reach the target are
+        cut off), and the bound counts recurrences, not single runs (a single converged run
+        after failed ones makes a bound tighter than the paper's, which cuts off runs that
+        would have converged).
         A NaN or infinite metric means the run diverged: it stops at once as a failure whose
         cost counts, so the bandit learns what the batch size cost (Zeus trains it on to the
         bound; refusing the report would crash the script and teach nothing). Every report is
@@ -344,9 +349,14 @@ class BSOService:
             trial.status = TrialStatus.SUCCEEDED.value
             trial.end_timestamp = trial.last_report_at
             trial.converged = reached and within
-            if trial.converged and (job.min_cost is None or job.min_cost > cost):
-                job.min_cost = cost
-                job.min_cost_batch_size = result.batch_size
+            if trial.converged:
+                recurrence = (job.failed_cost or 0.0) + cost
+                job.failed_cost = 0.0
+                if job.min_cost is None or job.min_cost > recurrence:
+                    job.min_cost = recurrence
+                    job.min_cost_batch_size = result.batch_size
+            else:
+                job.failed_cost = (job.failed_cost or 0.0) + cost
             converged = trial.converged
         log.info("job %s trial %d: %s", result.job_id, result.trial_number, message)
         return ReportResponse(stop_train=True, converged=converged, message=message)
@@ -410,6 +420,7 @@ class BSOService:
                 "stage": job.stage,
                 "min_cost": job.min_cost,
                 "min_cost_batch_size": job.min_cost_batch_size,
+                "failed_cost": job.failed_cost or 0.0,
                 "pruning_note": job.pruning_note,
                 "power_limits": await profiles.state(s, job) if job.optimize_power_limit else None,
                 "arms": [
@@ -656,6 +667,7 @@ def _new_job_row(spec: JobSpecFromClient, job_id: str) -> JobRow:
         stage=Stage.PRUNING.value,
         min_cost=None,
         min_cost_batch_size=spec.default_batch_size,
+        failed_cost=0.0,
         rng_state=None if spec.mab_seed is None else rngs.initial_state(spec.mab_seed),
         created_at=_now(),
     )

@@ -43,9 +43,9 @@ def one_line_error(result: tuple[int, str, str]) -> str:
 def test_migrate_creates_the_tables_once(basht, tmp_path):
     url = f"sqlite:///{tmp_path / 'nested' / 'bso.db'}"
     code, out, _ = basht("bso", "migrate", "--db", url)
-    assert code == 0 and "migrated from empty to revision 0003" in out
+    assert code == 0 and "migrated from empty to revision 0004" in out
     code, out, _ = basht("bso", "migrate", "--db", url)
-    assert code == 0 and "already at revision 0003" in out
+    assert code == 0 and "already at revision 0004" in out
     with sqlite3.connect(tmp_path / "nested" / "bso.db") as db:
         tables = {r[0] for r in db.execute("select name from sqlite_master where type='table'")}
     assert {"bso_jobs", "bso_arms", "bso_trials", "bso_alembic_version"} <= tables
@@ -77,7 +77,7 @@ def test_serving_migrates_an_embedded_database_on_first_start(serve, tmp_path):
     server = serve(db=f"sqlite:///{tmp_path / 'first.db'}")
     with server.client() as c:
         assert c.get("/health").json() == {"status": "ok"}
-    assert "at revision 0003" in server.log.read_text()
+    assert "at revision 0004" in server.log.read_text()
 
 
 @pytest.mark.parametrize(

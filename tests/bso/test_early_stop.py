@@ -62,6 +62,30 @@ def test_a_failed_run_never_lowers_the_cost_bound(inproc):
     assert next_trial(inproc, "es-3")["batch_size"] == 1024
 
 
+def test_the_bound_counts_the_recurrence_and_a_cheaper_one_lowers_it(inproc):
+    """As the Zeus paper and its trace simulator count it: a model that took a failed run and a
+    converged one cost both (Zeus's server counts the converged run alone, a tighter bound that
+    cuts off runs which would have reached the target)."""
+    register(inproc, "es-7", max_epochs=3)
+    failed = next_trial(inproc, "es-7")  # 1024, out of epochs: 15 050 J
+    assert report(inproc, failed, 3, 10.0, 100.0)["converged"] is False
+    assert state(inproc, "es-7")["failed_cost"] == 15050.0
+    converged = next_trial(inproc, "es-7")  # 512: 15 050 J more, the recurrence 30 100 J
+    assert report(inproc, converged, 1, 10.0, 100.0, metric=0.9)["converged"] is True
+    assert (state(inproc, "es-7")["min_cost"], state(inproc, "es-7")["failed_cost"]) == (
+        30100.0,
+        0.0,
+    )
+    probe = next_trial(inproc, "es-7")  # 60 200 J of bound: a run of 45 150 J may go on
+    assert report(inproc, probe, 1, 15.0, 150.0)["stop_train"] is False
+    assert report(inproc, probe, 2, 30.0, 300.0, metric=0.9)["converged"] is True
+    # That recurrence was one run of 45 150 J, dearer than 30 100 J: the minimum stays.
+    assert state(inproc, "es-7")["min_cost"] == 30100.0
+    cheap = next_trial(inproc, "es-7")
+    assert report(inproc, cheap, 1, 5.0, 50.0, metric=0.9)["converged"] is True
+    assert state(inproc, "es-7")["min_cost"] == 7525.0  # one run, nothing failed before it
+
+
 def test_a_diverged_run_stops_at_once_and_its_cost_counts(inproc):
     """A NaN metric (Zeus's client sends it as NaN, without a Content-Type) ends the run as a
     failure: Zeus trains on to the bound; a 422 would crash the script and teach nothing."""

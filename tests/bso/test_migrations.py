@@ -46,7 +46,7 @@ def test_upgrading_a_sqlite_database_from_revision_0001(serve, tmp_path):
     asyncio.run(seed_revision_0001(url, "old-1", LONG_AGO))
     migrated = basht("bso", "migrate", "--db", url)
     assert migrated.returncode == 0, migrated.stderr
-    assert "migrated from 0001 to revision 0003" in migrated.stdout
+    assert "migrated from 0001 to revision 0004" in migrated.stdout
     check_upgraded_from_0001(serve("--trial-timeout", "3600", db=url), "old-1")
 
 

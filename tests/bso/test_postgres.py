@@ -43,9 +43,9 @@ def pg_db(postgres_url: str) -> str:
     url = _create_database(postgres_url, "bso_tests")
     first = basht("bso", "migrate", "--db", url)
     assert first.returncode == 0, first.stderr
-    assert "migrated from empty to revision 0003" in first.stdout
+    assert "migrated from empty to revision 0004" in first.stdout
     again = basht("bso", "migrate", "--db", url)
-    assert again.returncode == 0 and "already at revision 0003" in again.stdout
+    assert again.returncode == 0 and "already at revision 0004" in again.stdout
     return url
 
 
@@ -218,5 +218,5 @@ def test_upgrading_a_postgres_database_from_revision_0001(serve, postgres_url):
     asyncio.run(seed_revision_0001(url, "old-pg", LONG_AGO))
     migrated = basht("bso", "migrate", "--db", url)
     assert migrated.returncode == 0, migrated.stderr
-    assert "migrated from 0001 to revision 0003" in migrated.stdout
+    assert "migrated from 0001 to revision 0004" in migrated.stdout
     check_upgraded_from_0001(serve("--trial-timeout", "3600", db=url), "old-pg")

@@ -263,9 +263,10 @@ def test_out_of_epochs_and_over_budget_runs_fail(http):
     # A failed run sets no minimum cost (Zeus's server takes it): it never reached the target.
     assert state(http, "fail-1")["min_cost"] is None
     assert finish(http, next_trial(http, "fail-1"))["converged"] is True  # 2048
-    assert state(http, "fail-1")["min_cost"] == 0.5 * 100 + 0.5 * 3000 * 10
-    third = next_trial(http, "fail-1")  # twice the minimum stops it
-    over = http.post("/report", json=result_body(third, metric=0.1, time=25.0, energy=250.0))
+    # The minimum is the recurrence's: the converged run and the failed one before it.
+    assert state(http, "fail-1")["min_cost"] == 2 * (0.5 * 100 + 0.5 * 3000 * 10)
+    third = next_trial(http, "fail-1")  # twice the minimum (60,200) stops it
+    over = http.post("/report", json=result_body(third, metric=0.1, time=45.0, energy=450.0))
     assert over.json()["stop_train"] is True and over.json()["converged"] is False
     assert "exceeded the cost upper bound" in over.json()["message"]
 

@@ -66,8 +66,11 @@ class JobRow(Base):
     gpu_model: Mapped[str] = mapped_column(String(300))
 
     stage: Mapped[str] = mapped_column(String(16))  # spec.Stage
+    # The least cost of a recurrence: a converged run plus the runs that failed before it.
     min_cost: Mapped[float | None] = mapped_column(Double, nullable=True)
     min_cost_batch_size: Mapped[int] = mapped_column(Integer)
+    # The cost of the runs that failed since the last converged one: the open recurrence's.
+    failed_cost: Mapped[float] = mapped_column(Double, server_default="0")
     rng_state: Mapped[str | None] = mapped_column(Text, nullable=True)  # seeded jobs only
     pruning_note: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
