@@ -92,6 +92,7 @@ class CarbonGate:
         if series_now < self._full_until:
             return self._record(series_now, self.max_workers, self._full_until, FULL_SPEED)
         scale = self._time_scale()
+        central_s = left_epochs * epoch_s * scale  # the mean alone: what the warning trusts
         epoch_s = self._epoch_bound(epoch_s, epochs_done) * scale
         chain = min(self.chain_epochs or 0.0, left_epochs) * max(epoch_s, self._longest_s * scale)
         # The chain is part of the work: when its epochs are timed slower, the work is at least it.
@@ -99,12 +100,14 @@ class CarbonGate:
         decision = self.shifter.decide(series_now, work, chain_s=chain)
         if decision.reason == FULL_SPEED:
             self._full_until = decision.until
-            self._say_if_late(series_now, work)
+            self._say_if_late(series_now, central_s)
         return self._record(series_now, decision.workers, decision.until, decision.reason)
 
     def _say_if_late(self, series_now: float, work_s: float) -> None:
-        """Once: the work as now estimated cannot end by the deadline even at full width (the
-        first epochs measured show what no estimate before the run could)."""
+        """Once: the work cannot end by the deadline even at full width (the first epochs
+        measured show what no estimate before the run could). Judged on the mean epoch alone,
+        not on the cautious bound the guard plans with: that bound is there to act early, and
+        in the first minutes it can be several times the work, which a warning must not say."""
         if self._warned:
             return
         finish = self.shifter.earliest_finish(series_now, work_s)

@@ -75,3 +75,16 @@ def test_a_feasible_deadline_says_nothing(caplog: pytest.LogCaptureFixture) -> N
     with caplog.at_level(logging.WARNING, logger="basht.tune.carbon_gate"):
         g.allowed(T0 + 60, 2, 30.0)
     assert not caplog.records
+
+
+def test_the_cautious_bound_runs_full_width_but_only_the_mean_says_late(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Two workers allowed for 1,000 s that ended two epochs of 30 s: the guard's bound prices an
+    # epoch at the 1,000 s the workers were allowed per epoch (98 left: over 13 h), and runs at
+    # full width; the mean (98 x 30 s on 2 workers: 25 minutes) fits the 2 h, so nothing is said.
+    g = gate(2 * H, 100)
+    g.allowed(T0, 0, None)
+    with caplog.at_level(logging.WARNING, logger="basht.tune.carbon_gate"):
+        assert g.allowed(T0 + 1000, 2, 30.0)[0] == 2 and g.log[-1]["reason"] == FULL_SPEED
+    assert not caplog.records
