@@ -618,11 +618,16 @@ class ScheduleSpec(_Strict):
     deadline: str | None = Field(default=None, min_length=1, max_length=64)
     """When the job must be done: a duration from the start (`12h`, `90m`, `2d`, seconds) or an
     ISO 8601 time (UTC unless it says). Needed with `carbon_aware`."""
-    forecast: Literal["persistence", "perfect", "electricitymaps"] = "persistence"
+    forecast: Literal["persistence", "perfect", "csv", "electricitymaps"] = "persistence"
     """What the scheduler expects of the grid: `persistence` (the same hours a day earlier, moved
     to today's level), `perfect` (the recorded series itself: an oracle, for recorded runs and
-    evaluation) or `electricitymaps` (the zone's forecast from the Electricity Maps API, live:
-    needs `measure.carbon.region` and a token)."""
+    evaluation), `csv` (a forecast series of your own, `forecast_csv`: a day-ahead forecast
+    recorded beside the series, say) or `electricitymaps` (the zone's forecast from the
+    Electricity Maps API, live: needs `measure.carbon.region` and a token)."""
+    forecast_csv: str | None = Field(default=None, min_length=1, max_length=4096)
+    """With `forecast: csv`: a `timestamp,g_per_kwh` file (as `measure.carbon.csv`, relative to
+    the experiment file) whose value at each time is what the scheduler expects then; the past is
+    the measured series."""
     max_workers: int | None = Field(default=None, ge=1, le=10_000)
     """The most trials that may run at once (default `resources.workers`); the scheduler may
     run fewer, or none."""
@@ -645,6 +650,10 @@ class ScheduleSpec(_Strict):
     def _deadline(self) -> ScheduleSpec:
         if self.carbon_aware and self.deadline is None:
             raise ValueError("carbon_aware needs a deadline (a duration such as 12h, or a time)")
+        if self.forecast == "csv" and self.forecast_csv is None:
+            raise ValueError("forecast: csv needs forecast_csv (a timestamp,g_per_kwh file)")
+        if self.forecast_csv is not None and self.forecast != "csv":
+            raise ValueError(f"forecast_csv is read with forecast: csv, not {self.forecast}")
         return self
 
 
@@ -1302,6 +1311,12 @@ def load_experiment(path: str | Path) -> Experiment:
         carbon = experiment.measure.carbon.model_copy(update={"csv": csv_path})
         measure = experiment.measure.model_copy(update={"carbon": carbon})
         experiment = experiment.model_copy(update={"measure": measure})
+    forecast_csv = experiment.schedule.forecast_csv
+    if forecast_csv is not None and not Path(forecast_csv).is_absolute():
+        schedule = experiment.schedule.model_copy(
+            update={"forecast_csv": os.path.abspath(path.parent / forecast_csv)}
+        )
+        experiment = experiment.model_copy(update={"schedule": schedule})
     return experiment
 
 

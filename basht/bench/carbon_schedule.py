@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from basht.energy.carbon import (
     ELECTRICITYMAPS_TOKEN_ENV,
+    CarbonIntensityError,
     ScaledIntensity,
     TimeSeriesIntensity,
     electricitymaps_base_url,
@@ -21,6 +22,7 @@ from basht.energy.shifting import (
     Forecast,
     PerfectForecast,
     PersistenceForecast,
+    SeriesForecast,
     agnostic_schedule,
     check_feasible,
     emissions_g,
@@ -177,6 +179,12 @@ def forecast_of(exp: Experiment, series: CarbonIntensity) -> Forecast:
         return PerfectForecast(series)
     if kind == "persistence":
         return PersistenceForecast(series)
+    if kind == "csv":
+        try:
+            recorded = TimeSeriesIntensity.from_csv(exp.schedule.forecast_csv or "")
+        except CarbonIntensityError as err:
+            raise SpecError(str(err), "schedule.forecast_csv") from None
+        return SeriesForecast(series, recorded)
     carbon = exp.measure.carbon
     token = electricitymaps_token(carbon)
     if not token:

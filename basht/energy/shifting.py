@@ -6,7 +6,8 @@ its work to the cleanest hours between now and D ("Let's Wait Awhile", Wiesner e
 2021) and run wider in them (CarbonScaler, Hanafy et al., 2023). Both papers find that simple
 policies get most of the saving, so `CarbonShifter` is a greedy wait-and-scale rule over fixed
 slots, with a guard that makes a feasible deadline impossible to miss whatever the forecast says.
-`oracle_emissions_g` is the lower bound results compare with; `agnostic_schedule` the baseline.
+`oracle_emissions_g` is the lower bound results compare with; `agnostic_schedule` the baseline;
+`placed_emissions_g` what a forecast alone allows, apart from the job's shape and the guard.
 """
 
 from __future__ import annotations
@@ -27,11 +28,13 @@ __all__ = [
     "Forecast",
     "PerfectForecast",
     "PersistenceForecast",
+    "SeriesForecast",
     "Slot",
     "agnostic_schedule",
     "check_feasible",
     "emissions_g",
     "oracle_emissions_g",
+    "placed_emissions_g",
     "parse_deadline",
     "slots",
 ]
@@ -73,6 +76,25 @@ class PerfectForecast:
 
     def __repr__(self) -> str:
         return f"PerfectForecast({self.intensity!r})"
+
+
+class SeriesForecast:
+    """A forecast recorded as a series of its own (a day-ahead forecast, say): the value it gives
+    for a later time is the forecast series' there; the past (`at <= now`) is the measured
+    series'. The forecast is the same whenever it is asked, as one issued before the run."""
+
+    def __init__(self, intensity: CarbonIntensity, forecast: CarbonIntensity) -> None:
+        self.intensity = intensity
+        self.forecast = forecast
+
+    def g_per_kwh(self, at: float, now: float) -> float:
+        return self.intensity.g_per_kwh(at) if at <= now else self.forecast.g_per_kwh(at)
+
+    def describe(self) -> str:
+        return f"forecast {self.forecast.describe()} of {self.intensity.describe()}"
+
+    def __repr__(self) -> str:
+        return f"SeriesForecast({self.intensity!r}, {self.forecast!r})"
 
 
 class PersistenceForecast:
@@ -383,3 +405,38 @@ def oracle_emissions_g(
         total += g * done
         left -= done
     return total * power_w_per_worker / J_PER_KWH
+
+
+def placed_emissions_g(
+    intensity: CarbonIntensity,
+    forecast: Forecast,
+    now: float,
+    deadline: float,
+    work_s: float,
+    max_workers: int,
+    power_w_per_worker: float,
+    step_s: float = DEFAULT_STEP_S,
+) -> float:
+    """The emissions of divisible work at full width in the slots `forecast` (made at `now`)
+    ranks cleanest, on the series as it was: what a schedule could reach with that forecast
+    and no other constraint (no chain, no margin, no guard). With a `PerfectForecast` it is the
+    oracle at slot resolution; the gap between a forecast's placement and the oracle is what the
+    forecast costs, the gap between a shifter's emissions and the placement what the job's shape
+    and the deadline's guard cost. Slot-ranking is not the only use of a forecast, so this is a
+    yardstick, not a bound. ArgumentError if the work cannot end by the deadline at all."""
+    if work_s <= 0:
+        return 0.0
+    problem = check_feasible(now, deadline, work_s, max_workers)
+    if problem is not None:
+        raise ArgumentError(problem)
+    left = work_s / max_workers  # seconds at full width
+    rows = []
+    for slot in sorted(
+        slots(forecast, now, deadline, step_s), key=lambda s: (s.g_per_kwh, s.start)
+    ):
+        if left <= 0:
+            break
+        length = min(left, slot.duration_s)
+        rows.append((slot.start, slot.start + length, max_workers * power_w_per_worker))
+        left -= length
+    return emissions_g(intensity, rows)

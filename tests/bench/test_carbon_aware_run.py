@@ -27,14 +27,20 @@ SCALE = 3600.0
 HELD = "dirty: held"
 
 
-def _experiment(folder: Path, deadline: str, epoch_s: float = 0.05) -> Path:
-    """Four trials of three epochs on two workers, carbon-aware on the step series."""
-    (folder / "grid.csv").write_text(
+def _experiment(
+    folder: Path, deadline: str, epoch_s: float = 0.05, forecast: str = "perfect"
+) -> Path:
+    """Four trials of three epochs on two workers, carbon-aware on the step series. `forecast:
+    csv` reads a forecast file that says what the series will do (a day-ahead forecast that
+    came true)."""
+    grid = (
         "timestamp,g_per_kwh\n"
         f"{START},500\n"
         f"{datetime.fromtimestamp(START_S + DIRTY_S, UTC).isoformat()},50\n"
         f"{datetime.fromtimestamp(START_S + 86400, UTC).isoformat()},50\n"
     )
+    (folder / "grid.csv").write_text(grid)
+    (folder / "day-ahead.csv").write_text(grid)
     spec = {
         "name": "carbon",
         "seed": 0,
@@ -46,7 +52,8 @@ def _experiment(folder: Path, deadline: str, epoch_s: float = 0.05) -> Path:
         "schedule": {
             "carbon_aware": True,
             "deadline": deadline,
-            "forecast": "perfect",
+            "forecast": forecast,
+            **({"forecast_csv": "day-ahead.csv"} if forecast == "csv" else {}),
             "start": START,
             "time_scale": SCALE,
         },
@@ -70,13 +77,17 @@ def _to_series(results: dict[str, Any], attempt: int = 1) -> Any:
 
 
 def test_trials_wait_out_the_dirty_hours_and_meet_the_deadline(tmp_path):
-    path = _experiment(tmp_path, deadline="10h")
+    path = _experiment(tmp_path, deadline="10h", forecast="csv")
     ran = basht("run", "-q", str(path), cwd=tmp_path, env=cli_env(BASHT_PLOTS="1"))
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
     store = Store(f"sqlite:///{tmp_path / 'basht.db'}")
     (run,) = store.list_runs()
     results = _results(store, run.id)
     schedule = results["measurement"]["schedule"]
+    assert (
+        schedule["forecast"].startswith("forecast time series ")
+        and "day-ahead.csv" in (schedule["forecast"])
+    ), schedule["forecast"]
     reasons = [d["reason"] for d in schedule["decisions"]]
     assert HELD in reasons, schedule["decisions"]
     hold = next(d for d in schedule["decisions"] if d["reason"] == HELD)

@@ -22,6 +22,7 @@ from basht.energy.shifting import (
     emissions_g,
     oracle_emissions_g,
     parse_deadline,
+    placed_emissions_g,
     slots,
 )
 from basht.errors import ArgumentError, BashtError
@@ -200,6 +201,21 @@ def test_oracle_fills_the_cleanest_hours_and_beats_the_agnostic_baseline() -> No
     assert agnostic_schedule(T0, 0.0, 2, 100.0) == []
     with pytest.raises(ArgumentError, match="too early"):
         oracle_emissions_g(s, T0, T0 + 600, H, 2, 100.0)
+
+
+def test_placement_is_the_oracle_with_a_perfect_forecast_and_pays_for_a_wrong_one() -> None:
+    # Yesterday the first hour was clean and the second dirty; today it is the other way round.
+    s = series((-DAY, 100), (-DAY + H, 500), (0, 500), (H, 100), (2 * H, 100))
+    args = (T0, T0 + 2 * H, H, 2, 100.0)
+    oracle = oracle_emissions_g(s, *args)
+    assert placed_emissions_g(s, PerfectForecast(s), *args) == pytest.approx(oracle)
+    # Persistence at today's level ranks the first hour cleanest: the work runs in the dirty one.
+    wrong = placed_emissions_g(s, PersistenceForecast(s), *args)
+    assert wrong == pytest.approx(emissions_g(s, agnostic_schedule(T0, H, 2, 100.0)))
+    assert wrong == pytest.approx(5 * oracle)
+    assert placed_emissions_g(s, PerfectForecast(s), T0, T0 + H, 0.0, 2, 100.0) == 0.0
+    with pytest.raises(ArgumentError, match="too early"):
+        placed_emissions_g(s, PerfectForecast(s), T0, T0 + 600, H, 2, 100.0)
 
 
 # --- parse_deadline ----------------------------------------------------------------------------
