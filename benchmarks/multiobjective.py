@@ -316,7 +316,7 @@ def main() -> None:
     parser.add_argument("--lcbench-workers", type=int, default=4)
     parser.add_argument("--lcbench-budget-s", type=float, default=3600.0)
     parser.add_argument("--digits-seeds", type=int, default=5)
-    parser.add_argument("--digits-energy-kwh", type=float, default=2.0e-4)
+    parser.add_argument("--digits-energy-kwh", type=float, default=5.0e-5)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "multiobjective.json")
     args = parser.parse_args()
     from basht.workloads.lcbench import tasks
