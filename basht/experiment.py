@@ -1304,20 +1304,25 @@ def load_experiment(path: str | Path) -> Experiment:
         experiment = experiment.model_copy(
             update={"workload": workload.model_copy(update={"cwd": cwd})}
         )
+    # A time series next to the experiment file is found wherever basht runs from, and by a
+    # resume from another folder: its path is kept absolute.
     csv = experiment.measure.carbon.csv
-    if csv is not None and not Path(csv).is_absolute():
-        # A time series next to the experiment file is found wherever basht runs from.
-        csv_path = os.path.abspath(path.parent / csv)  # and by a resume from another folder
-        carbon = experiment.measure.carbon.model_copy(update={"csv": csv_path})
+    if csv is not None:
+        carbon = experiment.measure.carbon.model_copy(update={"csv": _beside(path, csv)})
         measure = experiment.measure.model_copy(update={"carbon": carbon})
         experiment = experiment.model_copy(update={"measure": measure})
     forecast_csv = experiment.schedule.forecast_csv
-    if forecast_csv is not None and not Path(forecast_csv).is_absolute():
+    if forecast_csv is not None:
         schedule = experiment.schedule.model_copy(
-            update={"forecast_csv": os.path.abspath(path.parent / forecast_csv)}
+            update={"forecast_csv": _beside(path, forecast_csv)}
         )
         experiment = experiment.model_copy(update={"schedule": schedule})
     return experiment
+
+
+def _beside(experiment_file: Path, name: str) -> str:
+    """`name` as it is when absolute, else the absolute path of `name` next to the file."""
+    return name if Path(name).is_absolute() else os.path.abspath(experiment_file.parent / name)
 
 
 def read_plan(path: str | Path) -> dict[str, Any]:

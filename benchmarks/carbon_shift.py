@@ -330,10 +330,11 @@ def job(
         deadline = start + factor * length_s
         oracle_g = oracle_emissions_g(series, start, deadline, work_s, WORKERS, POWER_W)
         for kind in forecasts:
+            forecast = forecast_of(kind, series)
             placed_g = placed_emissions_g(
-                series, forecast_of(kind, series), start, deadline, work_s, WORKERS, POWER_W, STEP_S
+                series, forecast, start, deadline, work_s, WORKERS, POWER_W, STEP_S
             )
-            shifter = CarbonShifter(forecast_of(kind, series), deadline, WORKERS, step_s=STEP_S)
+            shifter = CarbonShifter(forecast, deadline, WORKERS, step_s=STEP_S)
             gate = CarbonGate(
                 shifter,
                 WORKERS,
@@ -394,6 +395,7 @@ def summarize(
         savings = [r["saving"] for r in group]
         oracle = [r["oracle_saving"] for r in group]
         median, median_oracle = statistics.median(savings), statistics.median(oracle)
+        median_placed = statistics.median(r["placed_saving"] for r in group)
         gained = sum(r["agnostic_g"] - r["emissions_g"] for r in group)
         possible = sum(r["agnostic_g"] - r["oracle_g"] for r in group)
         out.append(
@@ -408,10 +410,8 @@ def summarize(
                 # the same over all jobs' grams together
                 "oracle_share_total": gained / possible if possible > 0 else None,
                 # the forecast's own placement of the work (divisible, full width), its share
-                "median_placed_saving": statistics.median(r["placed_saving"] for r in group),
-                "placed_share": statistics.median(r["placed_saving"] for r in group) / median_oracle
-                if median_oracle > 0
-                else None,
+                "median_placed_saving": median_placed,
+                "placed_share": median_placed / median_oracle if median_oracle > 0 else None,
                 "misses": sum(r["missed"] for r in group),
                 "max_late_s": max(r["late_s"] for r in group),
                 "as_agnostic": sum(r["as_agnostic"] for r in group),

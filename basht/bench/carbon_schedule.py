@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from basht.energy.carbon import (
@@ -26,6 +25,7 @@ from basht.energy.shifting import (
     agnostic_schedule,
     check_feasible,
     emissions_g,
+    iso_utc,
     oracle_emissions_g,
 )
 from basht.errors import ArgumentError, SpecError
@@ -89,18 +89,16 @@ def check_deadline(exp: Experiment, store: Store, clock_now: float) -> None:
     already past, or one the search's epochs cannot reach at full width, timed as an earlier run
     of the same workload on the same executor in `store` measured them. Without such a run the
     work is unknown until the first epochs end; the gate then warns once if it is late."""
-    from basht.bench.measurement import run_intensity
-
     schedule = exp.schedule
     if not schedule.carbon_aware or not schedule.deadline:
         return
-    intensity = run_intensity(exp, clock_now)
-    scaled = isinstance(intensity, ScaledIntensity)
-    series_now = intensity.to_series(clock_now) if scaled else clock_now
+    # Where the run's series starts (`basht.bench.measurement.run_intensity`): a replay from
+    # `schedule.start`, else now; the deadline counts from there, in series time.
+    series_now = clock_now if schedule.start is None else parse_deadline(schedule.start, 0.0)
     deadline = parse_deadline(schedule.deadline, series_now)
     if deadline <= series_now:
         raise SpecError(
-            f"{_iso(deadline)} has passed: the run would start {_iso(series_now)}",
+            f"{iso_utc(deadline)} has passed: the run would start {iso_utc(series_now)}",
             "schedule.deadline",
         )
     epochs = expected_epochs(exp)
@@ -108,14 +106,14 @@ def check_deadline(exp: Experiment, store: Store, clock_now: float) -> None:
     if epochs is None or timed is None:
         return
     epoch_s, run_id = timed
-    work_s = epochs * epoch_s * (schedule.time_scale if scaled else 1.0)
+    work_s = epochs * epoch_s * schedule.time_scale  # series seconds
     problem = check_feasible(
         series_now, deadline, work_s, schedule.max_workers or exp.resources.workers
     )
     if problem is not None:
-        reason = problem.removeprefix(f"deadline {_iso(deadline)} ")
+        reason = problem.removeprefix(f"deadline {iso_utc(deadline)} ")
         raise SpecError(
-            f"{_iso(deadline)} {reason} (about {epochs:.0f} epochs of {epoch_s:.3g} s, as run {run_id} timed them)",
+            f"{iso_utc(deadline)} {reason} (about {epochs:.0f} epochs of {epoch_s:.3g} s, as run {run_id} timed them)",
             "schedule.deadline",
         )
 
@@ -142,10 +140,6 @@ def measured_epoch_s(store: Store, exp: Experiment) -> tuple[float, str] | None:
         if epochs > 0:
             return sum(t.train_s + t.validate_s for t in trials) / epochs, run.id
     return None
-
-
-def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _earlier_attempts(ctx: RunContext) -> tuple[float, float | None]:

@@ -350,13 +350,13 @@ class BSOService:
             trial.end_timestamp = trial.last_report_at
             trial.converged = reached and within
             if trial.converged:
-                recurrence = (job.failed_cost or 0.0) + cost
+                recurrence = job.failed_cost + cost
                 job.failed_cost = 0.0
                 if job.min_cost is None or job.min_cost > recurrence:
                     job.min_cost = recurrence
                     job.min_cost_batch_size = result.batch_size
             else:
-                job.failed_cost = (job.failed_cost or 0.0) + cost
+                job.failed_cost += cost
             converged = trial.converged
         log.info("job %s trial %d: %s", result.job_id, result.trial_number, message)
         return ReportResponse(stop_train=True, converged=converged, message=message)
@@ -420,7 +420,7 @@ class BSOService:
                 "stage": job.stage,
                 "min_cost": job.min_cost,
                 "min_cost_batch_size": job.min_cost_batch_size,
-                "failed_cost": job.failed_cost or 0.0,
+                "failed_cost": job.failed_cost,
                 "pruning_note": job.pruning_note,
                 "power_limits": await profiles.state(s, job) if job.optimize_power_limit else None,
                 "arms": [

@@ -311,12 +311,13 @@ class CarbonShifter:
 
     def describe(self) -> str:
         return (
-            f"carbon shifter: up to {self.max_workers} workers, deadline {_iso(self.deadline)}, "
+            f"carbon shifter: up to {self.max_workers} workers, deadline {iso_utc(self.deadline)}, "
             f"{self.step_s:g} s slots, margin {self.margin:g}, {self.forecast.describe()}"
         )
 
 
-def _iso(t: float) -> str:
+def iso_utc(t: float) -> str:
+    """Unix seconds as `2023-06-10T18:00:00Z`: how schedules name their times."""
     return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
@@ -327,8 +328,8 @@ def check_feasible(now: float, deadline: float, work_s: float, max_workers: int)
     if finish <= deadline:
         return None
     return (
-        f"deadline {_iso(deadline)} is too early: the work (about {work_s / 3600:.3g} worker-hours) "
-        f"at {max_workers} workers finishes {_iso(finish)} at the earliest"
+        f"deadline {iso_utc(deadline)} is too early: the work (about {work_s / 3600:.3g} worker-hours) "
+        f"at {max_workers} workers finishes {iso_utc(finish)} at the earliest"
     )
 
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from basht.energy.shifting import iso_utc
 from basht.report.plan import cluster_tables
 from basht.store import RunRow
 
@@ -252,11 +252,6 @@ def schedule_of(summary: dict[str, Any]) -> dict[str, Any] | None:
     """The run's carbon-aware schedule (`measurement.schedule`), or None for any other run."""
     schedule = (summary.get("measurement") or {}).get("schedule")
     return schedule if isinstance(schedule, dict) and schedule.get("carbon_aware") else None
-
-
-def iso_utc(t: float) -> str:
-    """Unix seconds as `2023-06-10T18:00:00Z`."""
-    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def span(seconds: float) -> str:
