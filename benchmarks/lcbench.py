@@ -28,8 +28,14 @@ of the budget, each method's rank per task (by its median at 100 %), the tasks w
 jobs. `--methods` runs some of the methods only (the ASHA comparison: `--methods ASHA "ASHA
 (stopping)" "Syne Tune ASHA"`).
 
+The grid is run in units (one task, worker count and seed: every method back to back in one
+process, so the wall times compared are taken side by side), `--jobs` at a time. Each unit is
+appended to `--runs` (one JSON line, default `results/lcbench.runs.jsonl`) as it ends; a run
+killed or stopped by `--stop-after-s` goes on from there next time, also on another machine
+(copy the file), and `--summarise-only` writes the table and JSON from the file as it is.
+
     python benchmarks/lcbench.py [--tasks 34] [--seeds 10] [--workers 4,32] [--budget 20]
-        [--methods NAME ...]
+        [--methods NAME ...] [--jobs 1] [--stop-after-s S] [--summarise-only]
     python benchmarks/lcbench.py --optima      # the per-task optima, once (about 2 minutes)
 """
 
@@ -37,14 +43,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import json
 import logging
 import os
+import platform
 import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -247,37 +256,145 @@ def regret_at(done: list[tuple[float, float]], at: float, best: float, worst: fl
     return (best - max(reached)) / (best - worst)
 
 
-def run_task(task: str, seeds: int, workers: int, budget: float, methods: list[str]) -> list[dict]:
+@functools.cache
+def _budget_s(task: str, budget: float) -> float:
+    return budget * median_trial_s(task)
+
+
+def run_unit(task: str, workers: int, seed: int, budget: float, methods: list[str]) -> dict:
+    """Every method's job for one task, worker count and seed, run back to back in one process,
+    so each simulator's wall time is taken on the same machine under the same load."""
     from basht.workloads.lcbench import optima
 
-    known = optima().get(task)
-    if known is None:
-        raise SystemExit(f"no optimum stored for task {task}: run benchmarks/lcbench.py --optima")
-    budget_s = budget * median_trial_s(task)
-    jobs = {m: basht_job if m in BASHT else synetune_job for m in methods}
+    known = optima()[task]
+    budget_s = _budget_s(task, budget)
+    out: dict[str, Any] = {}
+    for method in methods:
+        job = basht_job if method in BASHT else synetune_job
+        run = job(task, method, seed, workers, budget_s)
+        out[method] = {
+            "regret": {
+                str(f): regret_at(run["completed"], f * budget_s, known["best"], known["worst"])
+                for f in FRACTIONS
+            },
+            "trained_to_max": len(run["completed"]),
+            "wall_s": run["wall_s"],
+        }
+    return {
+        "task": task,
+        "workers": workers,
+        "seed": seed,
+        "budget_s": budget_s,
+        "machine": f"{platform.machine()}, {os.cpu_count()} cpus",
+        "methods": out,
+    }
+
+
+def _prepare_worker(methods: list[str]) -> None:
+    """Import both simulators before the first unit, so neither one's wall time holds imports."""
+    logging.getLogger("syne_tune").setLevel(logging.WARNING)
+    import basht.tune.simulate  # noqa: F401
+    import basht.workloads.lcbench  # noqa: F401
+
+    if any(m in SYNE_TUNE for m in methods):
+        import syne_tune.backend.simulator_backend.simulator_callback  # noqa: F401
+        import syne_tune.blackbox_repository.simulated_tabular_backend  # noqa: F401
+        import syne_tune.optimizer.baselines  # noqa: F401
+
+
+def run_units(
+    units: list[tuple[str, int, int]],
+    budget: float,
+    methods: list[str],
+    runs_file: Path,
+    jobs: int,
+    stop_after_s: float | None,
+) -> None:
+    """Run the units not yet in `runs_file`, appending each as one JSON line when it ends: a
+    killed or time-boxed run keeps every unit it finished, and the next one goes on from there.
+    `stop_after_s`: start no unit after this many seconds (the ones running still end)."""
+    done = {(u["task"], u["workers"], u["seed"]) for u in read_runs(runs_file, methods)}
+    todo = [u for u in units if u not in done]
+    print(f"{len(units) - len(todo)} of {len(units)} units already in {runs_file}", file=sys.stderr)
+    began = time.monotonic()
+    runs_file.parent.mkdir(parents=True, exist_ok=True)
+    with (
+        runs_file.open("a") as sink,
+        ProcessPoolExecutor(jobs, initializer=_prepare_worker, initargs=(methods,)) as pool,
+    ):
+        pending = set()
+        queue = iter(todo)
+        while True:
+            while len(pending) < jobs and (
+                stop_after_s is None or time.monotonic() - began < stop_after_s
+            ):
+                unit = next(queue, None)
+                if unit is None:
+                    break
+                pending.add(pool.submit(run_unit, *unit, budget, methods))
+            if not pending:
+                break
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                record = future.result()
+                sink.write(json.dumps(record) + "\n")
+                sink.flush()
+                print(
+                    f"task {record['task']} x {record['workers']} workers, seed "
+                    f"{record['seed']} done",
+                    file=sys.stderr,
+                )
+
+
+def read_runs(runs_file: Path, methods: list[str]) -> list[dict]:
+    """The units in `runs_file` that ran every one of `methods` (the last line of a unit wins)."""
+    if not runs_file.exists():
+        return []
+    units = {}
+    for line in runs_file.read_text().splitlines():
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut short by a kill: that unit runs again
+        if set(methods) <= set(record["methods"]):
+            units[(record["task"], record["workers"], record["seed"])] = record
+    return list(units.values())
+
+
+def case_rows(units: list[dict], methods: list[str]) -> list[dict]:
+    """One row per task, worker count and method: medians over the seeds run, and the rank of
+    each method within its task and worker count (by its median regret at the end)."""
+    cases: dict[tuple[str, int], list[dict]] = {}
+    for unit in units:
+        cases.setdefault((unit["task"], unit["workers"]), []).append(unit)
     rows = []
-    for method, job in jobs.items():
-        runs = [job(task, method, seed, workers, budget_s) for seed in range(seeds)]
-        rows.append(
-            {
-                "task": task,
-                "workers": workers,
-                "method": method,
-                "budget_s": budget_s,
-                "median_normalised_regret": {
-                    str(f): statistics.median(
-                        regret_at(r["completed"], f * budget_s, known["best"], known["worst"])
-                        for r in runs
-                    )
-                    for f in FRACTIONS
-                },
-                "median_trained_to_max": statistics.median(len(r["completed"]) for r in runs),
-                "wall_s": sum(r["wall_s"] for r in runs),
-            }
-        )
-    ranked = sorted(rows, key=lambda r: r["median_normalised_regret"]["1.0"])
-    for rank, row in enumerate(ranked, start=1):
-        row["rank"] = rank
+    for (task, workers), runs in sorted(cases.items(), key=lambda c: (c[0][1], c[0][0])):
+        mine = []
+        for method in methods:
+            results = [r["methods"][method] for r in runs]
+            mine.append(
+                {
+                    "task": task,
+                    "workers": workers,
+                    "method": method,
+                    "seeds": len(results),
+                    "budget_s": runs[0]["budget_s"],
+                    "median_normalised_regret": {
+                        str(f): statistics.median(r["regret"][str(f)] for r in results)
+                        for f in FRACTIONS
+                    },
+                    "median_trained_to_max": statistics.median(
+                        r["trained_to_max"] for r in results
+                    ),
+                    "wall_s": sum(r["wall_s"] for r in results),
+                }
+            )
+        ranked = sorted(mine, key=lambda r: r["median_normalised_regret"]["1.0"])
+        for rank, row in enumerate(ranked, start=1):
+            row["rank"] = rank
+        rows += mine
     return rows
 
 
@@ -358,11 +475,21 @@ def main() -> None:
         "--methods", nargs="+", choices=[*BASHT, *SYNE_TUNE], default=None, help="default: all"
     )
     parser.add_argument("--out", type=Path, default=HERE / "results" / "lcbench.json")
+    parser.add_argument(
+        "--runs", type=Path, default=None, help="one JSON line per unit run (default: beside --out)"
+    )
+    parser.add_argument("--jobs", type=int, default=1, help="units run at once, one process each")
+    parser.add_argument(
+        "--stop-after-s", type=float, default=None, help="start no unit after this many seconds"
+    )
+    parser.add_argument(
+        "--summarise-only", action="store_true", help="run nothing: summarise --runs as it is"
+    )
     args = parser.parse_args()
     if args.optima:
         write_optima(args.samples)
         return
-    from basht.workloads.lcbench import tasks
+    from basht.workloads.lcbench import optima, tasks
 
     methods = args.methods or [*BASHT, *SYNE_TUNE]
     if args.no_synetune:
@@ -375,13 +502,26 @@ def main() -> None:
         except ImportError:
             raise SystemExit("Syne Tune is not installed: pip install 'basht[peers]'") from None
     chosen = list(tasks()[: args.tasks])
+    missing = [t for t in chosen if t not in optima()]
+    if missing:
+        raise SystemExit(f"no optimum stored for task {missing[0]}: run lcbench.py --optima")
     workers = [int(w) for w in args.workers.split(",")]
-    rows = []
-    for task in chosen:
-        for n in workers:
-            rows += run_task(task, args.seeds, n, args.budget, methods)
-        print(f"task {task} done", file=sys.stderr)
+    units = [(task, n, seed) for n in workers for task in chosen for seed in range(args.seeds)]
+    runs_file = args.runs or args.out.with_suffix(".runs.jsonl")
+    if not args.summarise_only:
+        run_units(units, args.budget, methods, runs_file, args.jobs, args.stop_after_s)
+    wanted = set(units)
+    ran = [
+        u for u in read_runs(runs_file, methods) if (u["task"], u["workers"], u["seed"]) in wanted
+    ]
+    if not ran:
+        raise SystemExit(f"no unit of this grid in {runs_file} yet")
+    rows = case_rows(ran, methods)
+    if len(ran) < len(units):
+        print(f"{len(units) - len(ran)} of {len(units)} units not run yet", file=sys.stderr)
     setting = {
+        "units": f"{len(ran)} of {len(units)} (task x workers x seed) run",
+        "machines": sorted({u["machine"] for u in ran}),
         "tasks": len(chosen),
         "task_ids": chosen,
         "seeds": args.seeds,
