@@ -54,6 +54,24 @@ def drawn_distributions(optuna: Any, space: Any) -> dict[str, Any]:
     return dict(trial.distributions)
 
 
+def _tpe(optuna: Any, seed: int) -> Any:
+    # No constant liar: the trials asked and not yet told are not results.
+    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=0, constant_liar=False)
+
+
+def _seed(study: Any, seed: int) -> None:
+    """Seed the study's TPE for one draw, so what it proposes depends on nothing else kept here.
+
+    The sampler is kept, with what it caches about the study's search space, and only its random
+    state is seeded; an Optuna without that state gets a new sampler for the draw instead.
+    """
+    state = getattr(getattr(study.sampler, "_rng", None), "rng", None)
+    if state is not None and hasattr(state, "seed"):
+        state.seed(seed)
+    else:  # pragma: no cover - Optuna 3.5 to 5.0 all keep `_rng`
+        study.sampler = _tpe(_optuna(), seed)
+
+
 class TPESampler(SpaceSampler):
     """TPE on the largest budget with `min_observations` results, random draws until then."""
 
@@ -87,15 +105,13 @@ class TPESampler(SpaceSampler):
         if budget is None:
             return self._random.next()
         study = self._study(budget)
-        # A sampler seeded for this draw: what it proposes depends on nothing else kept here.
-        # No constant liar: the asked trial stays RUNNING in the study for good (its results come
-        # through `observe`), and must not count as a result.
-        study.sampler = self._optuna.samplers.TPESampler(
-            seed=(self.seed * 1_000_003 + self._drawn) % 2**32,
-            n_startup_trials=0,
-            constant_liar=False,
-        )
-        return suggest(study.ask(), self.space)
+        _seed(study, (self.seed * 1_000_003 + self._drawn) % 2**32)
+        trial = study.ask()
+        config = suggest(trial, self.space)
+        # Its results come through `observe`. A trial left RUNNING would make Optuna scan every
+        # trial after it again at each suggestion; a failed one is passed over for good.
+        study.tell(trial, state=self._optuna.trial.TrialState.FAIL)
+        return config
 
     def observe(self, config: Config, budget: int, value: float) -> None:
         """A result the pruner ranks: `config` reached `value` at `budget`."""
@@ -127,7 +143,9 @@ class TPESampler(SpaceSampler):
         study = self._studies.get(budget)
         if study is None:
             direction = "maximize" if self.mode == "max" else "minimize"
-            study = self._studies[budget] = _quiet_study(optuna, direction=direction)
+            study = self._studies[budget] = _quiet_study(
+                optuna, direction=direction, sampler=_tpe(optuna, seed=0)
+            )
             self._added[budget] = 0
         told = self._results[budget]
         for config, value in told[self._added[budget] :]:
