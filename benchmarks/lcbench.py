@@ -435,11 +435,8 @@ def summarise(rows: list[dict]) -> dict[str, Any]:
     return summary
 
 
-def print_tables(summary: dict[str, Any], setting: dict[str, Any]) -> None:
-    table = Table(
-        title=f"LCBench: median normalised regret over {setting['tasks']} tasks x "
-        f"{setting['workers']} workers, {setting['seeds']} seeds"
-    )
+def print_tables(summary: dict[str, Any], title: str) -> None:
+    table = Table(title=f"LCBench: median normalised regret, {title}")
     for column in ("method", *(f"regret @{int(f * 100)}%" for f in FRACTIONS), "rank", "wall (s)"):
         table.add_column(column, justify="left" if column == "method" else "right")
     for method, s in summary["methods"].items():
@@ -517,11 +514,7 @@ def main() -> None:
     if not ran:
         raise SystemExit(f"no unit of this grid in {runs_file} yet")
     rows = case_rows(ran, methods)
-    if len(ran) < len(units):
-        print(f"{len(units) - len(ran)} of {len(units)} units not run yet", file=sys.stderr)
     setting = {
-        "units": f"{len(ran)} of {len(units)} (task x workers x seed) run",
-        "machines": sorted({u["machine"] for u in ran}),
         "tasks": len(chosen),
         "task_ids": chosen,
         "seeds": args.seeds,
@@ -529,9 +522,22 @@ def main() -> None:
         "methods": methods,
         "budget": f"{args.budget:g} x the task's median 52-epoch trial seconds",
         "regret": "normalised: (sample best - best trained to 52 epochs) / (best - worst)",
+        "machines": sorted({u["machine"] for u in ran}),
     }
-    summary = summarise(rows)
-    print_tables(summary, {**setting, "workers": args.workers})
+    summary = {}
+    for n in workers:
+        mine = [r for r in rows if r["workers"] == n]
+        if not mine:
+            continue
+        units_run = sum(u["workers"] == n for u in ran)
+        units_all = len(chosen) * args.seeds
+        tasks_run = len({r["task"] for r in mine})
+        key = f"{n} workers"
+        summary[key] = {
+            "units": f"{units_run} of {units_all} (task x seed) run, on {tasks_run} tasks",
+            **summarise(mine),
+        }
+        print_tables(summary[key], f"{n} workers: {summary[key]['units']}")
     write_results(args.out, "lcbench", {"setting": setting, "summary": summary, "rows": rows})
 
 

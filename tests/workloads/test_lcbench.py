@@ -118,6 +118,27 @@ def test_curves_are_deterministic() -> None:
     ]
 
 
+@pytest.mark.parametrize("task", ["3945", "167104", "189909"])
+def test_the_simulators_curve_grows_as_trials_go_and_is_the_whole_one(task) -> None:
+    """The simulator predicts a configuration's epochs as its trial reaches them. A value must
+    not depend on the order epochs were asked for (a simulation would then depend on how far its
+    trials went), and it is the curve predicted at once, to float32 rounding."""
+    from basht.tune.samplers import RandomSampler
+
+    sampler = RandomSampler(lcbench.space(), 11)
+    configs = [sampler.next() for _ in range(40)]
+    in_order, jumping = LCBenchCurve(task), LCBenchCurve(task)
+    for config in configs:
+        whole = lcbench._curve(task, lcbench._encode(config, "config"))
+        for epoch in (52, 1, 9, 27, 3, 33, 17, 5):  # jumping ahead, then back
+            jumping(config, epoch)
+        for epoch in range(1, EPOCHS + 1):  # as a trial goes, an epoch at a time
+            value, seconds = in_order(config, epoch)
+            assert (value, seconds) == jumping(config, epoch)
+            assert value == pytest.approx(whole["val_accuracy"][epoch - 1], rel=1e-6)
+            assert seconds == pytest.approx(whole["epoch_s"][epoch - 1], rel=1e-5, abs=1e-3)
+
+
 def test_a_left_out_key_takes_the_surrogates_default() -> None:
     defaults = {k: v["default"] for k, v in lcbench._config_space()[1].items()}
     assert _course({"learning_rate": defaults["learning_rate"]}) == _course(defaults)
