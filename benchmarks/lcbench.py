@@ -322,6 +322,8 @@ def run_units(
         runs_file.open("a") as sink,
         ProcessPoolExecutor(jobs, initializer=_prepare_worker, initargs=(methods,)) as pool,
     ):
+        if sink.tell() and not runs_file.read_bytes().endswith(b"\n"):
+            sink.write("\n")  # a line cut short by a kill stays on its own (and is skipped)
         pending = set()
         queue = iter(todo)
         while True:
