@@ -375,26 +375,26 @@ class _GrowingCurve:
     all 52 epochs (float32 rounding apart elsewhere).
     """
 
-    __slots__ = ("values", "metric", "metric_values", "epoch_s", "_elapsed")
+    __slots__ = ("task", "values", "metric", "metric_values", "epoch_s", "_elapsed")
 
-    def __init__(self, values: tuple[float, ...], metric: str):
-        self.values, self.metric = values, metric
+    def __init__(self, task: str, values: tuple[float, ...], metric: str):
+        self.task, self.values, self.metric = task, values, metric
         self.metric_values: list[float] = []
         self.epoch_s: list[float] = []
         self._elapsed = 0.0  # the running maximum of `time` so far (time spent stays spent)
 
-    def at(self, task: str, epoch: int) -> tuple[float, float]:
+    def at(self, epoch: int) -> tuple[float, float]:
         while epoch > len(self.epoch_s):
-            self._grow(task)
+            self._grow()
         return self.metric_values[epoch - 1], self.epoch_s[epoch - 1]
 
-    def _grow(self, task: str) -> None:
+    def _grow(self) -> None:
         have = len(self.epoch_s)
         end = _SPANS[_SPANS.index(have) + 1]
         rows = np.empty((end - have, 8), dtype=np.float32)
         rows[:, 0] = np.arange(have + 1, end + 1)
         rows[:, 1:] = self.values
-        out = _run(task, rows).astype(np.float64)
+        out = _run(self.task, rows).astype(np.float64)
         self.metric_values += out[:, OUTPUTS.index(self.metric)].tolist()
         elapsed = np.maximum(np.maximum.accumulate(np.maximum(out[:, 0], 0.0)), self._elapsed)
         self.epoch_s += np.diff(elapsed, prepend=self._elapsed).tolist()
@@ -436,10 +436,10 @@ class LCBenchCurve:
     def __call__(self, config: dict[str, Any], epoch: int) -> tuple[float, float]:
         entry = self._cache.get(id(config))
         if entry is None or entry[0] is not config:
-            curve = _GrowingCurve(_encode(config, "config"), self.metric)
+            curve = _GrowingCurve(self.task, _encode(config, "config"), self.metric)
             if len(self._cache) >= 65536:
                 self._cache.clear()  # bounded: only running trials' configs need to stay
             entry = self._cache[id(config)] = (config, curve)
         if not 1 <= epoch <= EPOCHS:
             raise WorkloadError(f"the surrogate's curves run from epoch 1 to {EPOCHS}, not {epoch}")
-        return entry[1].at(self.task, epoch)
+        return entry[1].at(epoch)
