@@ -112,6 +112,7 @@ def write_optima(samples: int) -> None:
     print(f"wrote {OPTIMA}")
 
 
+@functools.cache  # a process runs many units of one task
 def median_trial_s(task: str) -> float:
     """The median seconds of a 52-epoch trial, over 1,000 random configurations."""
     import numpy as np
@@ -278,11 +279,6 @@ def regret_at(done: list[tuple[float, float]], at: float, best: float, worst: fl
     return (best - max(reached)) / (best - worst)
 
 
-@functools.cache
-def _budget_s(task: str, budget: float) -> float:
-    return budget * median_trial_s(task)
-
-
 def run_unit(
     task: str, workers: int, seed: int, budget: float, methods: list[str], step: float
 ) -> dict:
@@ -292,7 +288,7 @@ def run_unit(
     from basht.workloads.lcbench import optima
 
     known = optima()[task]
-    budget_s = _budget_s(task, budget)
+    budget_s = budget * median_trial_s(task)
     step_s = step * median_trial_s(task) / EPOCHS
     out: dict[str, Any] = {}
     for method in methods:
