@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -324,8 +325,9 @@ class EnergyMonitor:
         for slot, held, share in zip(self._slots, holders, shares, strict=True):
             if share <= 0 and slot.process is None:
                 continue  # its worker is not read here (another node, or gone)
-            # A trial whose CPU time stayed under the clock's tick (10 ms) books 0 J here, which
-            # still says where it was measured.
+            # A worker's CPU time is read to the nanosecond (own_cpu_s), but the node's busy
+            # time only in ticks: an interval too short for the node's counter to move books
+            # no active energy, and the next one books it.
             for trial, kind, part in held:
                 self._add(kind, trial, component, active * share * part, intensity)
                 booked += active * share * part
@@ -518,7 +520,8 @@ def tree_cpu_s(process: psutil.Process) -> float:
     """CPU seconds of a worker and everything it started: its own, its ended children's (once
     reaped) and its live descendants' (a command trial's script and what that runs)."""
     times = process.cpu_times()
-    total = times.user + times.system + times.children_user + times.children_system
+    total = own_cpu_s(process.pid, times.user + times.system)
+    total += times.children_user + times.children_system
     try:
         children = live_children(process)
     except (psutil.NoSuchProcess, psutil.AccessDenied):
@@ -530,6 +533,25 @@ def tree_cpu_s(process: psutil.Process) -> float:
             continue  # it ended between the listing and the reading: its parent counts it next
     return total
 
+
+def own_cpu_s(pid: int, ticks_s: float) -> float:
+    """The CPU seconds of process `pid` itself (every thread, ended ones too), to the
+    nanosecond: read from its CPU-time clock, as `clock_getcpuclockid` would give it.
+    /proc/<pid>/stat counts in clock ticks (10 ms), and a trial whose epochs take a few
+    milliseconds then books no energy at one report and a whole tick's at the next, which made
+    short trials' energy noise. `ticks_s` (user + system from stat) is the answer where the
+    clock cannot be read (not Linux, or the process ended)."""
+    if not _CPU_CLOCKS:
+        return ticks_s
+    try:
+        return time.clock_gettime((~pid << 3) | 2)  # Linux's CPUCLOCK_SCHED clock of the process
+    except OSError:
+        return ticks_s
+
+
+#: Whether other processes' CPU-time clocks can be read (Linux: the clock id of process P is
+#: (~P << 3) | 2, the encoding `clock_getcpuclockid` returns).
+_CPU_CLOCKS = sys.platform.startswith("linux") and hasattr(time, "clock_gettime")
 
 #: Whether this kernel lists a thread's children in /proc/<pid>/task/<tid>/children (Linux 3.5+
 #: with CONFIG_PROC_CHILDREN, as the common distributions build it).

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from basht.energy import monitor
-from basht.energy.monitor import live_children, tree_cpu_s
+from basht.energy.monitor import live_children, own_cpu_s, tree_cpu_s
 
 pytestmark = pytest.mark.integration  # real processes
 
@@ -50,3 +50,26 @@ def test_an_ended_process_has_no_children() -> None:
     proc.wait()
     with pytest.raises(psutil.NoSuchProcess):
         live_children(gone)
+
+
+#: A short burst of CPU, then its own CPU seconds as it reads them, then asleep until killed.
+BURST = (
+    "import time\nend = time.process_time() + 0.033\nwhile time.process_time() < end: pass\n"
+    "print(time.process_time(), flush=True)\ntime.sleep(60)"
+)
+
+
+@pytest.mark.skipif(not monitor._CPU_CLOCKS, reason="reads another process's CPU clock (Linux)")
+def test_a_process_cpu_time_is_read_finer_than_the_tick() -> None:
+    """/proc/<pid>/stat counts 10 ms ticks; a trial's few-millisecond epochs must not book 0 J
+    at one report and a whole tick at the next."""
+    proc = subprocess.Popen([sys.executable, "-c", BURST], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        says = float(proc.stdout.readline())
+        read = own_cpu_s(proc.pid, ticks_s=-1.0)
+        assert says <= read < says + 0.005
+    finally:
+        proc.kill()
+        proc.wait()
+    assert own_cpu_s(proc.pid, ticks_s=-1.0) == -1.0  # ended and reaped: the ticks' answer
