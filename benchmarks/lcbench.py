@@ -497,6 +497,9 @@ def main() -> None:
     parser.add_argument("--optima", action="store_true", help="write the per-task optima")
     parser.add_argument("--samples", type=int, default=100_000)
     parser.add_argument("--tasks", type=int, default=34, help="the first N of the 34 tasks")
+    parser.add_argument(
+        "--task-ids", default=None, help="comma-separated task ids instead (e.g. 3945,7593)"
+    )
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--workers", default="4,32")
     parser.add_argument("--budget", type=float, default=20.0)
@@ -538,6 +541,11 @@ def main() -> None:
         except ImportError:
             raise SystemExit("Syne Tune is not installed: pip install 'basht[peers]'") from None
     chosen = list(tasks()[: args.tasks])
+    if args.task_ids:
+        chosen = args.task_ids.split(",")
+        unknown = [t for t in chosen if t not in tasks()]
+        if unknown:
+            raise SystemExit(f"--task-ids: {unknown[0]} is not an LCBench task")
     missing = [t for t in chosen if t not in optima()]
     if missing:
         raise SystemExit(f"no optimum stored for task {missing[0]}: run lcbench.py --optima")
