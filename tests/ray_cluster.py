@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 from tests.cli import cli_env
 from tests.tools import need_tool
@@ -224,6 +225,18 @@ def two_node_cluster(cpus_per_node: int = 1) -> Iterator[Cluster]:
 
 
 # -- a node lost in the middle of a real run -------------------------------------------------------
+
+
+def finish(driver: subprocess.Popen[str], timeout_s: float) -> tuple[str, str]:
+    """The driver's stdout and stderr once it ends. Past `timeout_s` it is killed and the test
+    fails with the end of what it wrote: a stuck driver must not outlive its test, holding the
+    cluster's workers and the machine's cores through the tests after it."""
+    try:
+        return driver.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        driver.kill()
+        _, err = driver.communicate()
+        pytest.fail(f"the driver ran past {timeout_s:g} s and was killed:\n{(err or '')[-3000:]}")
 
 
 def finished_trials(store: Any, run_id: str) -> dict[int, tuple[str, float | None, int]]:

@@ -52,6 +52,7 @@ from tests.cli import cli_env as _env
 from tests.ray_cluster import (
     Cluster,
     assert_nothing_finished_was_lost,
+    finish,
     lose_a_node_mid_run,
     two_node_cluster,
 )
@@ -266,7 +267,7 @@ def test_a_worker_no_node_can_hold_is_a_one_line_error(cluster):
     spec["resources"]["cpus_per_worker"] = 4  # each node has one
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     driver = cluster.run(sys.executable, "-m", "basht.cli", "run", "-q", str(path))
-    _, err = driver.communicate(timeout=120)
+    _, err = finish(driver, 120)
     assert driver.returncode == 2, err[-3000:]
     assert "no node of the Ray cluster has room for one worker" in err
     assert "Traceback" not in err
@@ -291,7 +292,7 @@ def test_a_wrong_token_is_a_one_line_error(cluster):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    _, err = driver.communicate(timeout=300)
+    _, err = finish(driver, 300)
     assert driver.returncode == 2, err[-3000:]
     assert "cannot join the Ray cluster at 127.0.0.1:6379" in err, err[-3000:]
     assert "check the cluster's token in RAY_AUTH_TOKEN" in err.splitlines()[-1]
@@ -309,7 +310,7 @@ def test_digits_asha_through_ray_client_meters_every_trial_on_its_own_node(clust
     # 16 trials of the example's 32: both nodes get trials, in half the time
     path, url = _digits_asha_on(cluster, "client", address="ray://127.0.0.1:10001", trials=16)
     driver = cluster.run(sys.executable, "-m", "basht.cli", "run", "-q", str(path))
-    _, err = driver.communicate(timeout=300)
+    _, err = finish(driver, 300)
     logs = cluster.root / "head" / "session_latest" / "logs"
     server = "".join(p.read_text()[-2000:] for p in logs.glob("ray_client_server*.err"))
     assert driver.returncode == 0, err[-3000:] + "\nclient server:\n" + server
@@ -327,7 +328,8 @@ def test_digits_asha_through_ray_client_meters_every_trial_on_its_own_node(clust
     # then, is not yet (a known gap: about 1 run in 10 here has one such trial unaccounted).
     unaccounted = set(range(16)) - (elsewhere | here)
     assert elsewhere and here and all(trained[t] < 0.05 for t in unaccounted), unaccounted
-    # A trial whose CPU time stayed under the clock's 10 ms tick books 0 J; longer ones use some.
+    # A short trial can book 0 J (the node's busy counter, in 10 ms ticks, did not move while
+    # it ran); longer ones use some.
     assert all(a.energy_j >= 0 for a in accounts)
     energy = {t: sum(a.energy_j for a in accounts if a.trial == t) for t in range(16)}
     assert all(energy[t] > 0 for t in range(16) if trained[t] >= 0.2), (energy, trained)

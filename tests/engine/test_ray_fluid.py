@@ -25,6 +25,7 @@ from tests.engine.fluid_probe import MLP_CONFIG
 from tests.ray_cluster import (
     Cluster,
     assert_nothing_finished_was_lost,
+    finish,
     kill_tree,
     lose_a_node_mid_run,
     two_node_cluster,
@@ -41,7 +42,7 @@ def cluster() -> Iterator[Cluster]:
 
 def _scenario(cluster: Cluster, name: str, timeout_s: float = 300) -> dict[str, Any]:
     driver = cluster.run(sys.executable, "-m", "tests.engine.fluid_probe", name, cluster.address)
-    out, err = driver.communicate(timeout=timeout_s)
+    out, err = finish(driver, timeout_s)
     assert driver.returncode == 0, err[-3000:]
     return json.loads(out.strip().splitlines()[-1])
 
