@@ -47,8 +47,9 @@ promotions depend on timing). The summary lines check the targets: no deadline m
 at 1x every run is carbon-agnostic's schedule; with the persistence forecast at 2x, the median
 saving is at least 80 % of the oracle's on each series (all jobs of the series pooled).
 
-A whole year (366 days, the default) takes about 35 minutes of one core, run on every core
-(`--jobs`); every 5th day (`--days-step 5`: 74 days, every weekday in turn) a fifth of that.
+A whole year (366 days, the default) takes about 45 minutes on two cores (`--jobs`, one
+process per core by default); every 5th day (`--days-step 5`: 74 days, every weekday in turn)
+a fifth of that.
 
     python benchmarks/carbon_shift.py [--series-dir /work/shared/data/carbon-2020]
         [--days-step 1] [--jobs N] [--regions DE GB FR] [--workloads lcbench digits]
