@@ -27,6 +27,7 @@ from typing import Any
 from basht.errors import ArgumentError, BashtError
 from basht.space import Config, SpaceLike
 from basht.tune._checks import check_whole
+from basht.tune.log_ndtr import vectorised_log_ndtr
 from basht.tune.optuna_space import params, suggest
 from basht.tune.samplers import GridSampler, RandomSampler, Sampler, SpaceSampler
 from basht.tune.tpe import _quiet_study, drawn_distributions
@@ -83,7 +84,8 @@ class _OptunaMOSampler(SpaceSampler):
         model = self._model((self.seed * 1_000_003 + self._drawn) % 2**32)
         study = self._study(budget, model)
         study.sampler = model
-        return suggest(study.ask(), self.space)
+        with vectorised_log_ndtr():
+            return suggest(study.ask(), self.space)
 
     def observe(self, config: Config, budget: int, costs: Sequence[float]) -> None:
         """A result the algorithm ranks: `config` reached `costs` (violation, c_1, ..., c_k,

@@ -21,6 +21,7 @@ from typing import Any
 from basht.errors import BashtError
 from basht.space import Config, SpaceLike
 from basht.tune._checks import check_mode, check_whole
+from basht.tune.log_ndtr import vectorised_log_ndtr
 from basht.tune.optuna_space import params, suggest
 from basht.tune.samplers import RandomSampler, SpaceSampler
 
@@ -106,8 +107,9 @@ class TPESampler(SpaceSampler):
             return self._random.next()
         study = self._study(budget)
         _seed(study, (self.seed * 1_000_003 + self._drawn) % 2**32)
-        trial = study.ask()
-        config = suggest(trial, self.space)
+        with vectorised_log_ndtr():  # TPE samples as `suggest` asks for each parameter
+            trial = study.ask()
+            config = suggest(trial, self.space)
         # Its results come through `observe`. A trial left RUNNING would make Optuna scan every
         # trial after it again at each suggestion; a failed one is passed over for good.
         study.tell(trial, state=self._optuna.trial.TrialState.FAIL)

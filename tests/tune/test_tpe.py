@@ -3,12 +3,15 @@ largest such budget; reproducible from the seed and the order of results."""
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 
+import numpy as np
 import pytest
 
 from basht.space import Choice, Float, Int, SearchSpace
-from basht.tune import ASHA, SHA, RandomSampler, TPESampler, replay
+from basht.tune import ASHA, SHA, RandomSampler, TPESampler, log_ndtr, replay
+from basht.tune import tpe as tpe_module
 from basht.tune.basic import FullBudgetSearch
 
 SPACE = SearchSpace(
@@ -76,15 +79,17 @@ def test_its_proposals_gather_where_the_best_results_were(mode):
     assert all(_inside(c) for c in proposed)
 
 
-def test_the_same_seed_and_results_give_the_same_configurations_and_the_state_resumes():
-    def run(sampler: TPESampler, count: int) -> list[dict]:
-        out = []
-        for _ in range(count):
-            config = sampler.next()
-            out.append(config)
-            sampler.observe(config, 1, _score(config))
-        return out
+def _run(sampler: TPESampler, count: int) -> list[dict]:
+    out = []
+    for _ in range(count):
+        config = sampler.next()
+        out.append(config)
+        sampler.observe(config, 1, _score(config))
+    return out
 
+
+def test_the_same_seed_and_results_give_the_same_configurations_and_the_state_resumes():
+    run = _run
     first = TPESampler(SPACE, seed=2)
     drawn = run(first, 25)
     assert run(TPESampler(SPACE, seed=2), 25) == drawn
@@ -92,6 +97,24 @@ def test_the_same_seed_and_results_give_the_same_configurations_and_the_state_re
     resumed = TPESampler(SPACE, seed=2)
     resumed.set_state(first.get_state())
     assert run(resumed, 10) == run(first, 10)
+
+
+def test_its_log_cdf_equals_optuna_s_bit_for_bit_and_stands_in_only_inside_basht_s_calls(
+    monkeypatch,
+):
+    from optuna.samplers._tpe import _truncnorm
+
+    points = np.concatenate([np.linspace(-3000.0, 45.0, 30_001), [-20.0, 6.0, -np.inf, np.inf]])
+    assert np.array_equal(
+        log_ndtr.log_ndtr(points), _truncnorm._log_ndtr(points).astype(float), equal_nan=True
+    )
+    optunas = _truncnorm._log_ndtr
+    with log_ndtr.vectorised_log_ndtr():
+        assert _truncnorm._log_ndtr is log_ndtr.log_ndtr
+    drawn = _run(TPESampler(SPACE, seed=4), 40)
+    assert _truncnorm._log_ndtr is optunas
+    monkeypatch.setattr(tpe_module, "vectorised_log_ndtr", contextlib.nullcontext)
+    assert _run(TPESampler(SPACE, seed=4), 40) == drawn
 
 
 def _drive(algorithm, steps: int = 400) -> list:
