@@ -9,8 +9,9 @@ configurations are drawn at random, the same ones `sampler: random` draws with t
 
 A suggestion depends only on the seed, how many came before and the results in the order they
 were told, so a run's decision log replays it exactly (`basht resume`), as with the other
-samplers. Each one fits TPE anew over the chosen budget's results: about a millisecond per
-hundred results, fine for real trials, not meant for 100,000 simulated ones.
+samplers. Each one fits TPE anew over the chosen budget's results (about 7 ms after 100 results
+and 24 ms after 1,000 on the LCBench space, benchmarks/tpe_speed.py): fine for real trials, not
+meant for 100,000 simulated ones.
 """
 
 from __future__ import annotations
