@@ -89,14 +89,13 @@ def _run(sampler: TPESampler, count: int) -> list[dict]:
 
 
 def test_the_same_seed_and_results_give_the_same_configurations_and_the_state_resumes():
-    run = _run
     first = TPESampler(SPACE, seed=2)
-    drawn = run(first, 25)
-    assert run(TPESampler(SPACE, seed=2), 25) == drawn
-    assert run(TPESampler(SPACE, seed=3), 25) != drawn
+    drawn = _run(first, 25)
+    assert _run(TPESampler(SPACE, seed=2), 25) == drawn
+    assert _run(TPESampler(SPACE, seed=3), 25) != drawn
     resumed = TPESampler(SPACE, seed=2)
     resumed.set_state(first.get_state())
-    assert run(resumed, 10) == run(first, 10)
+    assert _run(resumed, 10) == _run(first, 10)
 
 
 def test_its_log_cdf_equals_optuna_s_bit_for_bit_and_stands_in_only_inside_basht_s_calls(
