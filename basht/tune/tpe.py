@@ -10,7 +10,7 @@ configurations are drawn at random, the same ones `sampler: random` draws with t
 A suggestion depends only on the seed, how many came before and the results in the order they
 were told, so a run's decision log replays it exactly (`basht resume`), as with the other
 samplers. Each one fits TPE anew over the chosen budget's results (about 7 ms after 100 results
-and 24 ms after 1,000 on the LCBench space, benchmarks/tpe_speed.py): fine for real trials, not
+and 21 ms after 1,000 on the LCBench space, benchmarks/tpe_speed.py): fine for real trials, not
 meant for 100,000 simulated ones.
 """
 
@@ -22,6 +22,7 @@ from typing import Any
 from basht.errors import BashtError
 from basht.space import Config, SpaceLike
 from basht.tune._checks import check_mode, check_whole
+from basht.tune.fast_tpe import cached_tpe_sampler
 from basht.tune.log_ndtr import vectorised_log_ndtr
 from basht.tune.optuna_space import params, suggest
 from basht.tune.samplers import RandomSampler, SpaceSampler
@@ -58,7 +59,7 @@ def drawn_distributions(optuna: Any, space: Any) -> dict[str, Any]:
 
 def _tpe(optuna: Any, seed: int) -> Any:
     # No constant liar: the trials asked and not yet told are not results.
-    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=0, constant_liar=False)
+    return cached_tpe_sampler(optuna, seed=seed, n_startup_trials=0, constant_liar=False)
 
 
 def _seed(study: Any, seed: int) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from basht.space import Choice, Float, Int, SearchSpace
-from basht.tune import ASHA, SHA, RandomSampler, TPESampler, log_ndtr, replay
+from basht.tune import ASHA, SHA, RandomSampler, TPESampler, fast_tpe, log_ndtr, replay
 from basht.tune import tpe as tpe_module
 from basht.tune.basic import FullBudgetSearch
 
@@ -107,6 +107,8 @@ def test_its_log_cdf_equals_optuna_s_bit_for_bit_and_stands_in_only_inside_basht
     assert np.array_equal(
         log_ndtr.log_ndtr(points), _truncnorm._log_ndtr(points).astype(float), equal_nan=True
     )
+    square = points[:30_000].reshape(100, 300)  # any shape, as Optuna's
+    assert np.array_equal(log_ndtr.log_ndtr(square), _truncnorm._log_ndtr(square).astype(float))
     optunas = _truncnorm._log_ndtr
     with log_ndtr.vectorised_log_ndtr():
         assert _truncnorm._log_ndtr is log_ndtr.log_ndtr
@@ -114,6 +116,39 @@ def test_its_log_cdf_equals_optuna_s_bit_for_bit_and_stands_in_only_inside_basht
     assert _truncnorm._log_ndtr is optunas
     monkeypatch.setattr(tpe_module, "vectorised_log_ndtr", contextlib.nullcontext)
     assert _run(TPESampler(SPACE, seed=4), 40) == drawn
+
+
+def test_its_cached_conversions_give_optuna_s_arrays_and_proposals(monkeypatch):
+    import optuna
+    from optuna.distributions import CategoricalDistribution, FloatDistribution
+
+    space = {"x": FloatDistribution(0.0, 1.0), "c": CategoricalDistribution(["a", "b", "c"])}
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    for i in range(30):
+        params = {"x": i / 30, "c": "abc"[i % 3]}
+        if i % 7 == 3:  # a trial without every parameter of the space is left out
+            params.pop("c")
+        study.add_trial(
+            optuna.trial.create_trial(
+                params=params, distributions={k: space[k] for k in params}, value=float(i)
+            )
+        )
+    trials = study.get_trials(deepcopy=False)
+    plain = optuna.samplers.TPESampler(seed=0)
+    cached = fast_tpe.cached_tpe_sampler(optuna, seed=0)
+    for _ in range(2):  # the second time from what it kept
+        expected = plain._get_internal_repr(trials, space, study)
+        got = cached._get_internal_repr(trials, space, study)
+        assert got.keys() == expected.keys()
+        for name in space:
+            assert got[name].dtype == expected[name].dtype
+            assert np.array_equal(got[name], expected[name])
+    assert cached._get_internal_repr([], space, study)["x"].shape == (0,)
+    drawn = _run(TPESampler(SPACE, seed=5), 40)
+    monkeypatch.setattr(
+        tpe_module, "cached_tpe_sampler", lambda o, **kw: o.samplers.TPESampler(**kw)
+    )
+    assert _run(TPESampler(SPACE, seed=5), 40) == drawn
 
 
 def _drive(algorithm, steps: int = 400) -> list:
