@@ -624,6 +624,10 @@ class ScheduleSpec(_Strict):
     evaluation), `csv` (a forecast series of your own, `forecast_csv`: a day-ahead forecast
     recorded beside the series, say) or `electricitymaps` (the zone's forecast from the
     Electricity Maps API, live: needs `measure.carbon.region` and a token)."""
+    forecast_days: int = Field(default=1, ge=1, le=28)
+    """With `forecast: persistence`: how many earlier days it averages the same hours over (and
+    today's level against). 1 is yesterday alone; a week blurs one day's weather out of the
+    daily cycle and, on the 2020 European series, ranks the hours better."""
     forecast_csv: str | None = Field(default=None, min_length=1, max_length=4096)
     """With `forecast: csv`: a `timestamp,g_per_kwh` file (as `measure.carbon.csv`, relative to
     the experiment file) whose value at each time is what the scheduler expects then; the past is
@@ -654,6 +658,10 @@ class ScheduleSpec(_Strict):
             raise ValueError("forecast: csv needs forecast_csv (a timestamp,g_per_kwh file)")
         if self.forecast_csv is not None and self.forecast != "csv":
             raise ValueError(f"forecast_csv is read with forecast: csv, not {self.forecast}")
+        if self.forecast_days != 1 and self.forecast != "persistence":
+            raise ValueError(
+                f"forecast_days is read with forecast: persistence, not {self.forecast}"
+            )
         return self
 
 

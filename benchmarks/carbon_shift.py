@@ -20,7 +20,8 @@ each with SHA and ASHA (promotion), sampler random, seed 0. Each job runs once c
 its length L (makespan) and its best configuration. Then, with the same seed, behind a
 `CarbonGate` (`basht.tune.carbon_gate`, the gate `basht run` uses) with deadlines of 1x, 1.5x,
 2x and 3x L from the start, with the persistence forecast (the same hour a day earlier) and
-with the perfect one (the series itself), quarter-hour slots and the shifter's default 10 %
+with the perfect one (the series itself; `--forecasts` also takes `persistence-N`, the mean of
+the same hours over N earlier days, `schedule.forecast_days: N`), quarter-hour slots and the shifter's default 10 %
 margin. The gate is told the job's epochs: what the carbon-agnostic run trained (`--work
 exact`, the default: SHA's count is `expected_epochs` exactly, ASHA's is not), or
 `expected_epochs` (`--work expected`, what `basht run` tells it).
@@ -53,7 +54,11 @@ a fifth of that.
 
     python benchmarks/carbon_shift.py [--series-dir /work/shared/data/carbon-2020]
         [--days-step 1] [--jobs N] [--regions DE GB FR] [--workloads lcbench digits]
-        [--algorithms sha asha] [--factors 1 1.5 2 3] [--work exact|expected] [--out FILE]
+        [--algorithms sha asha] [--factors 1 1.5 2 3] [--work exact|expected]
+        [--forecasts persistence perfect persistence-7] [--out FILE]
+
+`results/carbon_shift_forecast_days.json` is `--workloads lcbench --days-step 10 --forecasts
+persistence persistence-7 --jobs 1`: yesterday against the mean of the last seven days.
 """
 
 from __future__ import annotations
@@ -289,7 +294,23 @@ def run(
 
 
 def forecast_of(kind: str, series: CarbonIntensity) -> PerfectForecast | PersistenceForecast:
-    return PerfectForecast(series) if kind == "perfect" else PersistenceForecast(series)
+    """`perfect`, `persistence` (yesterday) or `persistence-N` (the mean of N earlier days)."""
+    if kind == "perfect":
+        return PerfectForecast(series)
+    _, _, days = kind.partition("-")
+    return PersistenceForecast(series, days=int(days or 1))
+
+
+def forecast_kind(text: str) -> str:
+    """A `--forecasts` value, checked: perfect, persistence or persistence-N (N from 1 to 28)."""
+    name, _, days = text.partition("-")
+    if text == "perfect" or (
+        name == "persistence" and (not days or (days.isdigit() and 1 <= int(days) <= 28))
+    ):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"expected perfect, persistence or persistence-N, got {text!r}"
+    )
 
 
 def run_emissions_g(
@@ -393,7 +414,7 @@ def _jobs_on(region: str, start: float) -> list[dict[str, Any]]:
             s["series"][region],
             start,
             s["factors"],
-            FORECASTS,
+            s["forecasts"],
             seed=s["seed"],
             base=s["base"],
             work=s["work"],
@@ -455,12 +476,27 @@ def targets(rows: list[dict[str, Any]], regions: Sequence[str]) -> dict[str, Any
     carbon-agnostic's schedule, and with the persistence forecast at 2x a median saving of at
     least 80 % of the oracle's on each series."""
     one = [r for r in rows if r["factor"] == 1.0]
+    persistence = sorted({r["forecast"] for r in rows if r["forecast"].startswith("persistence")})
+    by_forecast = {kind: _share_at_2x(rows, regions, kind) for kind in persistence}
+    return {
+        "jobs": len(rows),
+        "deadline_misses": sum(r["missed"] for r in rows),
+        "one_x_jobs": len(one),
+        "one_x_as_agnostic": sum(r["as_agnostic"] for r in one),
+        "best_differs": sum(not r["same_best"] for r in rows),
+        "persistence_2x_share_by_region": by_forecast.get("persistence", {}),
+        "persistence_2x_share_by_forecast": by_forecast,
+    }
+
+
+def _share_at_2x(rows: list[dict[str, Any]], regions: Sequence[str], kind: str) -> dict:
+    """Per region, the median saving at 2x with forecast `kind` against the oracle's."""
     share: dict[str, Any] = {}
     for region in regions:
         at_2x = [
             r
             for r in rows
-            if r["region"] == region and r["factor"] == 2.0 and r["forecast"] == "persistence"
+            if r["region"] == region and r["factor"] == 2.0 and r["forecast"] == kind
         ]
         if not at_2x:
             continue
@@ -477,14 +513,7 @@ def targets(rows: list[dict[str, Any]], regions: Sequence[str]) -> dict[str, Any
             "placed_share": placed / oracle if oracle > 0 else None,
             "met": oracle > 0 and median >= 0.8 * oracle,
         }
-    return {
-        "jobs": len(rows),
-        "deadline_misses": sum(r["missed"] for r in rows),
-        "one_x_jobs": len(one),
-        "one_x_as_agnostic": sum(r["as_agnostic"] for r in one),
-        "best_differs": sum(not r["same_best"] for r in rows),
-        "persistence_2x_share_by_region": share,
-    }
+    return share
 
 
 def print_table(summary: list[dict[str, Any]], title: str) -> None:
@@ -551,6 +580,13 @@ def main() -> None:
     parser.add_argument("--algorithms", nargs="+", choices=ALGORITHMS, default=list(ALGORITHMS))
     parser.add_argument("--factors", type=float, nargs="+", default=list(FACTORS))
     parser.add_argument(
+        "--forecasts",
+        type=forecast_kind,
+        nargs="+",
+        default=list(FORECASTS),
+        help="perfect, persistence (yesterday) or persistence-N (the mean of N earlier days)",
+    )
+    parser.add_argument(
         "--work",
         choices=("exact", "expected"),
         default="exact",
@@ -605,6 +641,7 @@ def main() -> None:
                 pruner=pruner,
                 series=series,
                 factors=args.factors,
+                forecasts=args.forecasts,
                 seed=args.seed,
                 base=base,
                 work=args.work,
@@ -656,14 +693,16 @@ def main() -> None:
         f"{done['one_x_as_agnostic']}/{done['one_x_jobs']} as carbon-agnostic; best "
         f"configuration differs in {done['best_differs']}"
     )
-    for region, s in done["persistence_2x_share_by_region"].items():
-        share = s["oracle_share"]
-        print(
-            f"{region}: persistence at 2x saves {_percent(s['median_saving'])} % (median), the "
-            f"oracle {_percent(s['median_oracle_saving'])} %: "
-            f"{'-' if share is None else f'{share:.2f}'} of it ({'met' if s['met'] else 'NOT met'}); "
-            f"the forecast's own placement of the work {_percent(s['median_placed_saving'])} %"
-        )
+    for kind, by_region in done["persistence_2x_share_by_forecast"].items():
+        for region, s in by_region.items():
+            share = s["oracle_share"]
+            print(
+                f"{region}: {kind} at 2x saves {_percent(s['median_saving'])} % (median), the "
+                f"oracle {_percent(s['median_oracle_saving'])} %: "
+                f"{'-' if share is None else f'{share:.2f}'} of it "
+                f"({'met' if s['met'] else 'NOT met'}); the forecast's own placement of the "
+                f"work {_percent(s['median_placed_saving'])} %"
+            )
     print(f"{len(rows)} shifted runs in {total_s:.0f} s")
     write_results(
         args.out,
@@ -677,7 +716,7 @@ def main() -> None:
                 "days": len(starts),
                 "start_hour_utc": 9,
                 "factors": args.factors,
-                "forecasts": list(FORECASTS),
+                "forecasts": args.forecasts,
                 "workers": WORKERS,
                 "power_w_per_worker": POWER_W,
                 "step_s": STEP_S,

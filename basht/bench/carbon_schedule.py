@@ -172,7 +172,7 @@ def forecast_of(exp: Experiment, series: CarbonIntensity) -> Forecast:
     if kind == "perfect":
         return PerfectForecast(series)
     if kind == "persistence":
-        return PersistenceForecast(series)
+        return PersistenceForecast(series, days=exp.schedule.forecast_days)
     if kind == "csv":
         try:
             recorded = TimeSeriesIntensity.from_csv(exp.schedule.forecast_csv or "")

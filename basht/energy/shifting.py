@@ -106,35 +106,52 @@ class PersistenceForecast:
     Why the level: the shifter compares the slot it is in (known now) with later ones. Against
     yesterday's raw values that comparison ranks today's weather against yesterday's, not the
     hours of the day; moved by the same offset, every slot, the current one too, is ranked by
-    yesterday's shape, which is what the daily cycle repeats."""
+    yesterday's shape, which is what the daily cycle repeats.
 
-    def __init__(self, intensity: CarbonIntensity, period_s: float = DAY_S) -> None:
+    `days` > 1 averages the same hours over that many earlier periods (and the level over the
+    same ones): one day's weather blurs the daily cycle less. On the 2020 series a week ranks the
+    morning's quarter hours better than yesterday alone (`benchmarks/carbon_forecasts.py`)."""
+
+    def __init__(self, intensity: CarbonIntensity, period_s: float = DAY_S, days: int = 1) -> None:
         if not (math.isfinite(period_s) and period_s > 0):
             raise ArgumentError(f"period_s must be a finite number > 0, got {period_s!r}")
+        if isinstance(days, bool) or not isinstance(days, int) or days < 1:
+            raise ArgumentError(f"days must be a whole number >= 1, got {days!r}")
         self.intensity = intensity
         self.period_s = float(period_s)
+        self.days = days
 
-    def _earlier(self, at: float, now: float) -> float:
-        """The value `period·k` before `at`, for the smallest `k >= 1` that lies at or before `now`."""
+    def _first_known(self, at: float, now: float) -> int:
+        """The smallest `k >= 1` for which `period·k` before `at` lies at or before `now`."""
         p = self.period_s
         k = max(1, math.ceil((at - now) / p))
         while at - p * k > now:  # float error in the division above
             k += 1
         while k > 1 and at - p * (k - 1) <= now:
             k -= 1
-        return self.intensity.g_per_kwh(at - p * k)
+        return k
+
+    def _earlier(self, at: float, k: int) -> float:
+        """The mean of the `days` values `period·k`, `period·(k+1)`, ... before `at`."""
+        p = self.period_s
+        values = [self.intensity.g_per_kwh(at - p * (k + d)) for d in range(self.days)]
+        return math.fsum(values) / self.days
 
     def g_per_kwh(self, at: float, now: float) -> float:
         if at <= now:
             return self.intensity.g_per_kwh(at)
-        level = self.intensity.g_per_kwh(now) - self.intensity.g_per_kwh(now - self.period_s)
-        return max(0.0, self._earlier(at, now) + level)
+        level = self.intensity.g_per_kwh(now) - self._earlier(now, 1)
+        return max(0.0, self._earlier(at, self._first_known(at, now)) + level)
 
     def describe(self) -> str:
-        return f"persistence forecast ({self.period_s:g} s earlier) of {self.intensity.describe()}"
+        over = "" if self.days == 1 else f", the mean of {self.days}"
+        return f"persistence forecast ({self.period_s:g} s earlier{over}) of {self.intensity.describe()}"
 
     def __repr__(self) -> str:
-        return f"PersistenceForecast({self.intensity!r}, period_s={self.period_s!r})"
+        return (
+            f"PersistenceForecast({self.intensity!r}, period_s={self.period_s!r}, "
+            f"days={self.days!r})"
+        )
 
 
 @dataclass(frozen=True)

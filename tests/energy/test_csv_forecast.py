@@ -11,7 +11,7 @@ import yaml
 from basht.bench.carbon_schedule import forecast_of
 from basht.bench.preflight import preflight
 from basht.energy.carbon import TimeSeriesIntensity
-from basht.energy.shifting import SeriesForecast
+from basht.energy.shifting import PersistenceForecast, SeriesForecast
 from basht.errors import ExperimentError
 from basht.experiment import Experiment, load_experiment
 
@@ -45,11 +45,21 @@ def _spec(**schedule: Any) -> dict[str, Any]:
     [
         ({"forecast": "csv"}, "forecast: csv needs forecast_csv"),
         ({"forecast_csv": "f.csv"}, "forecast_csv is read with forecast: csv, not persistence"),
+        ({"forecast": "perfect", "forecast_days": 7}, "forecast_days is read with forecast: "),
+        ({"forecast_days": 0}, "forecast_days: Input should be greater than or equal to 1"),
+        ({"forecast_days": 29}, "forecast_days: Input should be less than or equal to 28"),
     ],
 )
 def test_a_forecast_file_and_the_csv_forecast_come_together(schedule: dict, says: str) -> None:
-    with pytest.raises(ExperimentError, match=f"schedule: .*{says}"):
+    with pytest.raises(ExperimentError, match=f"schedule[:.] ?.*{says}"):
         Experiment.from_dict(_spec(**schedule))
+
+
+def test_the_persistence_forecast_averages_the_days_the_file_asks_for() -> None:
+    series = TimeSeriesIntensity([T0], [500.0], source="grid")
+    assert forecast_of(Experiment.from_dict(_spec()), series).days == 1
+    week = forecast_of(Experiment.from_dict(_spec(forecast_days=7)), series)
+    assert isinstance(week, PersistenceForecast) and week.days == 7
 
 
 def _write(folder: Path, forecast: str | None) -> Path:

@@ -59,6 +59,30 @@ def test_persistence_forecast_is_the_same_hour_a_day_earlier_at_todays_level() -
     assert "persistence" in f.describe() and "test" in f.describe()
 
 
+def test_persistence_over_days_averages_the_same_hours_and_the_level_over_them() -> None:
+    # three earlier days at 100, 200 and 600 at every hour, today 400 at every hour
+    s = series((-3 * DAY, 100), (-2 * DAY, 200), (-DAY, 600), (0, 400))
+    now = T0 + 0.5 * H
+    week = PersistenceForecast(s, days=3)
+    level = 400.0 - (600 + 200 + 100) / 3  # today against the mean of the same 3 days
+    assert week.g_per_kwh(now + H, now) == pytest.approx((600 + 200 + 100) / 3 + level)
+    assert week.g_per_kwh(now + H, now) == 400.0  # a flat day forecasts itself
+    # more than a period ahead: the days from the first one known at `now` back
+    hourly = TimeSeriesIntensity(
+        [T0 + i * H for i in range(-100, 50)], [1000.0 + i for i in range(-100, 50)], source="t"
+    )
+    two = PersistenceForecast(hourly, days=2)
+    level = 1000.0 - (976 + 952) / 2
+    assert two.g_per_kwh(now + H, now) == pytest.approx((977 + 953) / 2 + level)
+    assert two.g_per_kwh(now + DAY + H, now) == pytest.approx((977 + 953) / 2 + level)
+    assert two.g_per_kwh(now + DAY + H, now) != pytest.approx((1001 + 977) / 2 + level)
+    assert PersistenceForecast(s, days=1).g_per_kwh(now + H, now) == 400.0  # yesterday alone
+    assert "the mean of 3" in week.describe() and "days=3" in repr(week)
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ArgumentError, match="days must be a whole number >= 1"):
+            PersistenceForecast(s, days=bad)
+
+
 def test_perfect_forecast_is_the_series() -> None:
     s = series((0, 100), (H, 300))
     f: Forecast = PerfectForecast(s)
