@@ -271,6 +271,11 @@ class SearchSpec(_Strict):
     pruner: Literal["none", "sha", "asha", "hyperband", "async-hyperband"] = "none"
     """The algorithm: `none` trains every trial to `max_budget`; the others stop or pause weak
     trials at rungs `min_budget · eta^k`."""
+    asha_variant: Literal["auto", "promotion", "stopping"] = "auto"
+    """How `asha` and `async-hyperband` treat a trial at a rung: `promotion` pauses it in a
+    checkpoint and resumes the best later, `stopping` lets it run on only while it ranks in its
+    rung's top 1/eta. `auto`: promotion when the workload checkpoints, else stopping. Stopping
+    suits a workload whose epochs cost less than starting a trial, as every resume is a start."""
     metric: str = "accuracy"
     """What the workload's `validate()` returns that is optimised."""
     mode: Literal["min", "max"] = "max"
@@ -327,6 +332,16 @@ class SearchSpec(_Strict):
     def _budgets(self) -> SearchSpec:
         if self.max_budget is None and self.pruner != "asha":
             raise ValueError("max_budget may be null (unbounded) only with pruner: asha")
+        if self.asha_variant != "auto" and self.pruner not in ("asha", "async-hyperband"):
+            raise ValueError(
+                f"asha_variant: {self.asha_variant} is for pruner asha or async-hyperband, "
+                f"not {self.pruner}"
+            )
+        if self.max_budget is None and self.asha_variant == "stopping":
+            raise ValueError(
+                "max_budget may be null (unbounded) only with asha_variant promotion or auto: "
+                "the stopping variant runs each trial to a top rung"
+            )
         if self.max_budget is None and all(v is None for v in self.limits):
             raise ValueError(
                 "an unbounded max_budget needs a target or a time, energy, carbon or cost "
@@ -978,6 +993,12 @@ def peer_limit(experiment: Experiment, system: str) -> tuple[str, str] | None:
         )
     if system == "synetune" and experiment.search.sampler == "grid":
         return ("search.sampler", "grid has no Syne Tune counterpart (random, tpe)")
+    if experiment.search.asha_variant == "promotion":
+        return (
+            "search.asha_variant",
+            f"promotion pauses trials in Basht's checkpoints; system: {system} stops them "
+            "(asha_variant: stopping or auto)",
+        )
     return None
 
 

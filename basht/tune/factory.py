@@ -18,8 +18,9 @@ from basht.tune.rungs import rung_levels
 def make_algorithm(
     experiment: Experiment, can_checkpoint: bool = True, one_bracket: bool = False
 ) -> Algorithm:
-    """`pruner: asha` (and async-hyperband) promote when the workload can checkpoint, else stop.
-    `one_bracket`: SHA runs all `max_trials` in one bracket (the job a RubberBand plan is for)."""
+    """`pruner: asha` (and async-hyperband) promote when the workload can checkpoint, else stop,
+    unless `search.asha_variant` names one. `one_bracket`: SHA runs all `max_trials` in one
+    bracket (the job a RubberBand plan is for)."""
     search = experiment.search
     common: dict[str, Any] = {
         "metric": search.metric,
@@ -33,7 +34,7 @@ def make_algorithm(
         common["scored"] = Scored(width, search.tie_break)
     space = experiment.search_space
     check_unbounded(experiment, can_checkpoint)
-    variant = "promotion" if can_checkpoint else "stopping"
+    variant = asha_variant(experiment, can_checkpoint)
     budgets = {"min_budget": search.min_budget, "max_budget": search.max_budget, "eta": search.eta}
     if search.pruner == "none":
         assert search.max_budget is not None
@@ -46,6 +47,19 @@ def make_algorithm(
         n_configs = search.max_trials if one_bracket else None
         return SHA(space, n_configs=n_configs, **budgets, **common)
     return Hyperband(space, **budgets, **common)
+
+
+def asha_variant(experiment: Experiment, can_checkpoint: bool) -> str:
+    """The variant `search.asha_variant` asks for; `auto` promotes when trials can pause."""
+    asked = experiment.search.asha_variant
+    if asked == "auto":
+        return "promotion" if can_checkpoint else "stopping"
+    if asked == "promotion" and not can_checkpoint:
+        raise BashtError(
+            f"search.asha_variant: promotion pauses trials in checkpoints, and "
+            f"{experiment.workload.name} cannot save one: use stopping or auto"
+        )
+    return asked
 
 
 def check_unbounded(experiment: Experiment, can_checkpoint: bool) -> None:
