@@ -28,6 +28,8 @@ from basht.tune.optuna_space import params, suggest
 from basht.tune.samplers import RandomSampler, SpaceSampler
 
 NEEDS_OPTUNA = "tpe needs Optuna: pip install 'basht[tpe]'"
+#: The fewest asked trials a study holds before it is built again from its results alone.
+_REBUILD_AFTER = 500
 
 
 def _optuna() -> Any:
@@ -98,6 +100,7 @@ class TPESampler(SpaceSampler):
         self._results: dict[int, list[tuple[Config, float]]] = {}  # budget -> (config, value)
         self._studies: dict[int, Any] = {}  # budget -> its Optuna study, results added so far
         self._added: dict[int, int] = {}
+        self._asked: dict[int, int] = {}  # budget -> the failed trials its study holds
         self._distributions = drawn_distributions(self._optuna, self.space)
 
     # -- Sampler --------------------------------------------------------------------------------
@@ -115,6 +118,7 @@ class TPESampler(SpaceSampler):
         # Its results come through `observe`. A trial left RUNNING would make Optuna scan every
         # trial after it again at each suggestion; a failed one is passed over for good.
         study.tell(trial, state=self._optuna.trial.TrialState.FAIL)
+        self._asked[budget] = self._asked.get(budget, 0) + 1
         return config
 
     def observe(self, config: Config, budget: int, value: float) -> None:
@@ -138,19 +142,25 @@ class TPESampler(SpaceSampler):
         self._random.set_state(state["random"])
         self._drawn = state["drawn"]
         self._results = {int(b): [(c, v) for c, v in told] for b, told in state["results"].items()}
-        self._studies, self._added = {}, {}
+        self._studies, self._added, self._asked = {}, {}, {}
 
     # -- the model ------------------------------------------------------------------------------
 
     def _study(self, budget: int) -> Any:
         optuna = self._optuna
         study = self._studies.get(budget)
+        if study is not None and self._asked.get(budget, 0) > max(
+            _REBUILD_AFTER, self._added[budget]
+        ):
+            # Optuna filters the asked (failed) trials out at every suggestion: past as many as
+            # there are results, a study of the results alone proposes the same, faster.
+            study = None
         if study is None:
             direction = "maximize" if self.mode == "max" else "minimize"
             study = self._studies[budget] = _quiet_study(
                 optuna, direction=direction, sampler=_tpe(optuna, seed=0)
             )
-            self._added[budget] = 0
+            self._added[budget] = self._asked[budget] = 0
         told = self._results[budget]
         for config, value in told[self._added[budget] :]:
             study.add_trial(

@@ -151,6 +151,23 @@ def test_its_cached_conversions_give_optuna_s_arrays_and_proposals(monkeypatch):
     assert _run(TPESampler(SPACE, seed=5), 40) == drawn
 
 
+def test_a_study_built_again_from_its_results_proposes_the_same(monkeypatch):
+    def proposals(rebuild_after: int) -> tuple[list[dict], int]:
+        monkeypatch.setattr(tpe_module, "_REBUILD_AFTER", rebuild_after)
+        sampler, out, studies = TPESampler(SPACE, seed=6), [], []  # kept: ids can be reused
+        for i in range(90):
+            out.append(sampler.next())
+            if i % 3 == 0:  # more asked than told: the asked trials pile up in the study
+                sampler.observe(out[-1], 1, _score(out[-1]))
+            studies += [s for s in sampler._studies.values() if all(s is not t for t in studies)]
+        return out, len(studies)
+
+    kept, one = proposals(10**9)
+    rebuilt, several = proposals(5)
+    assert one == 1 and several > 1
+    assert rebuilt == kept
+
+
 def _drive(algorithm, steps: int = 400) -> list:
     """One worker through ask/tell with `_score` as each budget's value, logging every call as
     the Tuner's decision log does."""
