@@ -1,9 +1,11 @@
 """Multi-objective tuning: the hypervolume each algorithm reaches for what it spends.
 
-Four algorithms, each told the same two objectives:
+Six algorithms, each told the same two objectives:
 
 * MO-ASHA: Basht's ASHA ranking rungs by non-dominated sorting with the ε-net tie-break
   (promotion variant), random sampling;
+* MO-ASHA (stopping): the same with `asha_variant: stopping`, which never pauses a trial (a
+  promotion restarts one from its checkpoint); and with NSGA-II as its sampler;
 * MO random: random search, every trial to the maximum budget;
 * NSGA-II and MO-TPE: Optuna's samplers (as Basht's `sampler: nsga2 | tpe`), every trial to the
   maximum budget: Optuna cannot prune a multi-objective study, so that is how its users run one.
@@ -51,11 +53,13 @@ from _results import write_results  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-METHODS = {  # name -> (sampler, pruner)
-    "MO-ASHA": ("random", "asha"),
-    "MO random": ("random", "none"),
-    "NSGA-II": ("nsga2", "none"),
-    "MO-TPE": ("tpe", "none"),
+METHODS = {  # name -> (sampler, pruner, asha_variant)
+    "MO-ASHA": ("random", "asha", "auto"),
+    "MO-ASHA (stopping)": ("random", "asha", "stopping"),
+    "MO-ASHA (stopping, NSGA-II)": ("nsga2", "asha", "stopping"),
+    "MO random": ("random", "none", "auto"),
+    "NSGA-II": ("nsga2", "none", "auto"),
+    "MO-TPE": ("tpe", "none", "auto"),
 }
 FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 
@@ -94,7 +98,9 @@ def common_bounds(runs: list[list[tuple[float, tuple[float, ...]]]]) -> Bounds:
 # -- LCBench, simulated --------------------------------------------------------------------------
 
 
-def lcbench_experiment(task: str, sampler: str, pruner: str, seed: int) -> dict[str, Any]:
+def lcbench_experiment(
+    task: str, sampler: str, pruner: str, seed: int, variant: str = "auto"
+) -> dict[str, Any]:
     from basht.workloads.lcbench import space
 
     return {
@@ -105,6 +111,7 @@ def lcbench_experiment(task: str, sampler: str, pruner: str, seed: int) -> dict[
         "search": {
             "sampler": sampler,
             "pruner": pruner,
+            "asha_variant": variant,
             "objectives": [
                 {"metric": "val_accuracy", "mode": "max"},
                 {"metric": "train_time_s", "mode": "min"},
@@ -124,8 +131,8 @@ def lcbench_run(task: str, method: str, seed: int, budget_s: float, workers: int
     from basht.tune.simulate import simulate
     from basht.workloads.lcbench import LCBenchCurve
 
-    sampler, pruner = METHODS[method]
-    experiment = Experiment.from_dict(lcbench_experiment(task, sampler, pruner, seed))
+    sampler, pruner, variant = METHODS[method]
+    experiment = Experiment.from_dict(lcbench_experiment(task, sampler, pruner, seed, variant))
     objectives = Objectives.from_search(experiment.search)
     result = simulate(
         make_algorithm(experiment),
@@ -185,7 +192,7 @@ def lcbench_part(tasks: list[str], seeds: int, workers: int, budget_s: float) ->
 
 
 def digits_experiment(
-    sampler: str, pruner: str, seed: int, energy_kwh: float, folder: Path
+    sampler: str, pruner: str, seed: int, energy_kwh: float, folder: Path, variant: str = "auto"
 ) -> dict[str, Any]:
     return {
         "name": "mo-digits",
@@ -200,6 +207,7 @@ def digits_experiment(
         "search": {
             "sampler": sampler,
             "pruner": pruner,
+            "asha_variant": variant,
             "objectives": [
                 {"metric": "accuracy", "mode": "max"},
                 {"metric": "train_energy_kwh", "mode": "min"},
@@ -219,12 +227,12 @@ def digits_experiment(
 def digits_run(method: str, seed: int, energy_kwh: float) -> dict[str, Any]:
     import basht
 
-    sampler, pruner = METHODS[method]
+    sampler, pruner, variant = METHODS[method]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         start = time.perf_counter()
         result = basht.run(
-            digits_experiment(sampler, pruner, seed, energy_kwh, folder),
+            digits_experiment(sampler, pruner, seed, energy_kwh, folder, variant),
             results_root=folder / "results",
         )
         wall_s = time.perf_counter() - start
@@ -301,14 +309,23 @@ def digits_part(seeds: int, energy_kwh: float) -> dict[str, Any]:
         "mo_asha_beats_nsga2_at_training_energy_on": _wins(
             rows, "task", "median_hypervolume_at_training_energy"
         ),
+        "mo_asha_stopping_beats_nsga2_on": _wins(rows, "task", method="MO-ASHA (stopping)"),
+        "mo_asha_stopping_nsga2_beats_nsga2_on": _wins(
+            rows, "task", method="MO-ASHA (stopping, NSGA-II)"
+        ),
     }
 
 
-def _wins(rows: list[dict[str, Any]], key: str, value: str = "median_hypervolume") -> list[str]:
-    """The tasks where MO-ASHA's median hypervolume (`value`) is above NSGA-II's."""
+def _wins(
+    rows: list[dict[str, Any]],
+    key: str,
+    value: str = "median_hypervolume",
+    method: str = "MO-ASHA",
+) -> list[str]:
+    """The tasks where `method`'s median hypervolume (`value`) is above NSGA-II's."""
     by = {(r[key], r["method"]): r[value] for r in rows}
     tasks = sorted({r[key] for r in rows}, key=str)
-    return [t for t in tasks if by[(t, "MO-ASHA")] > by[(t, "NSGA-II")]]
+    return [t for t in tasks if (t, method) in by and by[(t, method)] > by[(t, "NSGA-II")]]
 
 
 def print_table(title: str, part: dict[str, Any]) -> None:
