@@ -21,8 +21,8 @@ its length L (makespan) and its best configuration. Then, with the same seed, be
 `CarbonGate` (`basht.tune.carbon_gate`, the gate `basht run` uses) with deadlines of 1x, 1.5x,
 2x and 3x L from the start, with the persistence forecast (the same hour a day earlier) and
 with the perfect one (the series itself; `--forecasts` also takes `persistence-N`, the mean of
-the same hours over N earlier days, `schedule.forecast_days: N`), quarter-hour slots and the shifter's default 10 %
-margin. The gate is told the job's epochs: what the carbon-agnostic run trained (`--work
+the same hours over N earlier days, `schedule.forecast_days: N`), quarter-hour slots and the
+shifter's default 10 % margin. The gate is told the job's epochs: what the carbon-agnostic run trained (`--work
 exact`, the default: SHA's count is `expected_epochs` exactly, ASHA's is not), or
 `expected_epochs` (`--work expected`, what `basht run` tells it).
 

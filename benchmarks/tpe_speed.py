@@ -4,9 +4,9 @@ Basht's TPE is Optuna's TPESampler fitted on the results of one budget (basht/tu
 asks with the log of the normal CDF evaluated over whole arrays (basht/tune/log_ndtr.py) where
 Optuna evaluates it one number at a time in Python, and converts each result's parameters to
 Optuna's internal form once (basht/tune/fast_tpe.py) where Optuna converts them all at every
-suggestion. For a growing number of results on the
-LCBench search space (7 parameters, results from the surrogate's validation accuracy after one
-epoch), each row times the same suggestions three ways, on one machine in one process:
+suggestion. For a growing number of results on the LCBench search space (7 parameters, results
+from the surrogate's validation accuracy after one epoch), each row times the same suggestions
+three ways, on one machine in one process:
 
 - Basht's TPE as it runs;
 - Basht's TPE with Optuna's TPESampler and log-CDF as shipped (what it cost before), whose

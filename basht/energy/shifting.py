@@ -110,7 +110,8 @@ class PersistenceForecast:
 
     `days` > 1 averages the same hours over that many earlier periods (and the level over the
     same ones): one day's weather blurs the daily cycle less. On the 2020 series a week ranks the
-    morning's quarter hours better than yesterday alone (`benchmarks/carbon_forecasts.py`)."""
+    morning's quarter hours better than yesterday alone (`benchmarks/carbon_shift.py
+    --forecasts persistence persistence-7`)."""
 
     def __init__(self, intensity: CarbonIntensity, period_s: float = DAY_S, days: int = 1) -> None:
         if not (math.isfinite(period_s) and period_s > 0):

@@ -5,8 +5,9 @@ one number at a time by a Python function: over a few hundred results that is tw
 suggestion's time. `log_ndtr` here is the same function, branch for branch and with the same
 `math.erf`, `math.erfc` and `math.log` (NumPy's and SciPy's differ in the last bit), called
 from C over whole arrays: equal to Optuna's bit for bit, so every proposal stays the same, in
-about a quarter of the time. `vectorised_log_ndtr()` puts it in Optuna's place only while Basht's own samplers ask, so
-an Optuna study run beside them (the `optuna` peer) is timed as Optuna ships.
+about a quarter of the time. `vectorised_log_ndtr()` puts it in Optuna's place only while
+Basht's own samplers ask, so an Optuna study run beside them (the `optuna` peer) is timed as
+Optuna ships.
 """
 
 from __future__ import annotations
