@@ -33,7 +33,7 @@ from basht.engine.worker import build_workload
 from basht.errors import BashtError, ExperimentError, SpecError, WorkloadError
 from basht.experiment import MEASURED_METRICS, Experiment
 from basht.space import Choice, Parameter
-from basht.workloads import is_function_workload, resolve_workload
+from basht.workloads import can_checkpoint, is_function_workload, resolve_workload
 
 __all__ = ["preflight"]
 
@@ -226,13 +226,17 @@ def _check_metric(experiment: Experiment, factory: Any, where: str) -> None:
 
 
 def _check_unbounded(experiment: Experiment, factory: Any, where: str) -> None:
-    """What native's algorithm would refuse at deploy (`basht.tune.factory.check_unbounded`)."""
+    """What native's algorithm would refuse at deploy: no top rung, or trials paused in
+    checkpoints (`asha_variant: promotion`), for a workload that cannot save one."""
     if experiment.system != "native":
         return
-    from basht.tune.factory import check_unbounded
+    from basht.tune.factory import asha_variant, check_unbounded
 
+    checkpoints = not is_function_workload(factory) and can_checkpoint(experiment.workload_ref())
     try:
-        check_unbounded(experiment, can_checkpoint=not is_function_workload(factory))
+        check_unbounded(experiment, can_checkpoint=checkpoints)
+        if experiment.search.pruner in ("asha", "async-hyperband"):
+            asha_variant(experiment, can_checkpoint=checkpoints)
     except BashtError as err:
         raise ExperimentError(f"{where}: {err}") from None
 

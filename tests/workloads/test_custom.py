@@ -80,3 +80,25 @@ def test_a_class_workload_the_run_would_trip_over_is_one_line(spec, name, messag
         _check(spec, name)
     assert str(err.value).startswith("exp.yaml: ") and message in str(err.value)
     assert "\n" not in str(err.value)
+
+
+class SavesNoState(Complete):
+    @classmethod
+    def can_checkpoint(cls, **params: Any) -> bool:
+        return False
+
+
+def objective(config: dict[str, Any], trial: Any) -> None:
+    """A plain function workload: stopped at rungs, never paused."""
+
+
+@pytest.mark.parametrize("name", ["SavesNoState", "objective"])
+def test_promotion_for_a_workload_that_cannot_checkpoint_is_one_line(spec, name):
+    """`basht validate` says it before the run, as the run would when it builds its algorithm."""
+    spec["search"].update({"pruner": "asha", "eta": 2, "asha_variant": "promotion"})
+    with pytest.raises(ExperimentError) as err:
+        _check(spec, name)
+    assert "asha_variant: promotion pauses trials in checkpoints" in str(err.value)
+    assert "\n" not in str(err.value)
+    spec["search"]["asha_variant"] = "stopping"
+    _check(spec, name)
