@@ -810,6 +810,15 @@ def _spare_workers_the_cli() -> None:
     main_module.__spec__ = importlib.machinery.ModuleSpec("basht.__main__", None)
 
 
+@functools.cache
+def _command() -> Any:
+    """The click command typer makes of `app`, made once per process. `app()` makes it anew at
+    every call, reading the type hints of every command (about 30 ms): a process that runs the
+    CLI more than once (the test suite runs it in-process thousands of times) paid that each
+    time. With `pretty_exceptions_enable=False`, calling it is what `app()` does."""
+    return typer.main.get_command(app)
+
+
 def main() -> None:
     """Entry point: a BashtError is the user's to fix, so one line and exit code 2, no traceback."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -820,7 +829,7 @@ def main() -> None:
     _spare_workers_the_cli()
     try:
         # Outside standalone mode typer returns the exit code of Ctrl-C (130) and typer.Exit.
-        code = app(standalone_mode=False)
+        code = _command()(standalone_mode=False)
     except BashtError as err:
         _error(str(err))
     except OSError as err:  # a path that cannot be written or read: the user's to fix as well
