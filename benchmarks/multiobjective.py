@@ -103,7 +103,7 @@ def common_bounds(runs: list[list[tuple[float, tuple[float, ...]]]]) -> Bounds:
 
 
 def lcbench_experiment(
-    task: str, sampler: str, pruner: str, seed: int, variant: str = "auto"
+    task: str, sampler: str, pruner: str, seed: int, variant: str = "auto", min_budget: int = 1
 ) -> dict[str, Any]:
     from basht.workloads.lcbench import space
 
@@ -120,7 +120,7 @@ def lcbench_experiment(
                 {"metric": "val_accuracy", "mode": "max"},
                 {"metric": "train_time_s", "mode": "min"},
             ],
-            "min_budget": 1,
+            "min_budget": min_budget,
             "max_budget": 52,
             "eta": 3,
             "max_trials": 100_000,  # the simulated time ends each run
@@ -135,8 +135,10 @@ def lcbench_run(task: str, method: str, seed: int, budget_s: float, workers: int
     from basht.tune.simulate import simulate
     from basht.workloads.lcbench import LCBenchCurve
 
-    sampler, pruner, variant, _ = METHODS[method]
-    experiment = Experiment.from_dict(lcbench_experiment(task, sampler, pruner, seed, variant))
+    sampler, pruner, variant, min_budget = METHODS[method]
+    experiment = Experiment.from_dict(
+        lcbench_experiment(task, sampler, pruner, seed, variant, min_budget)
+    )
     objectives = Objectives.from_search(experiment.search)
     result = simulate(
         make_algorithm(experiment),

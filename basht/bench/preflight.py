@@ -232,7 +232,7 @@ def _check_unbounded(experiment: Experiment, factory: Any, where: str) -> None:
         return
     from basht.tune.factory import asha_variant, check_unbounded
 
-    checkpoints = not is_function_workload(factory) and can_checkpoint(experiment.workload_ref())
+    checkpoints = can_checkpoint(experiment.workload_ref())  # False for a plain function
     try:
         check_unbounded(experiment, can_checkpoint=checkpoints)
         if experiment.search.pruner in ("asha", "async-hyperband"):
