@@ -22,9 +22,9 @@ its length L (makespan) and its best configuration. Then, with the same seed, be
 2x and 3x L from the start, with the persistence forecast (the same hour a day earlier) and
 with the perfect one (the series itself; `--forecasts` also takes `persistence-N`, the mean of
 the same hours over N earlier days, `schedule.forecast_days: N`), quarter-hour slots and the
-shifter's default 10 % margin. The gate is told the job's epochs: what the carbon-agnostic run trained (`--work
-exact`, the default: SHA's count is `expected_epochs` exactly, ASHA's is not), or
-`expected_epochs` (`--work expected`, what `basht run` tells it).
+shifter's default 10 % margin. The gate is told the job's epochs: what the carbon-agnostic run
+trained (`--work exact`, the default: SHA's count is `expected_epochs` exactly, ASHA's is not),
+or `expected_epochs` (`--work expected`, what `basht run` tells it).
 
 Energy: each worker draws 100 W while busy (loading or training an epoch) and nothing while
 idle; the savings in percent do not depend on the power. The emissions of a run are exact: each

@@ -33,7 +33,7 @@ from basht.engine.worker import build_workload
 from basht.errors import BashtError, ExperimentError, SpecError, WorkloadError
 from basht.experiment import MEASURED_METRICS, Experiment
 from basht.space import Choice, Parameter
-from basht.workloads import can_checkpoint, is_function_workload, resolve_workload
+from basht.workloads import factory_can_checkpoint, is_function_workload, resolve_workload
 
 __all__ = ["preflight"]
 
@@ -232,7 +232,7 @@ def _check_unbounded(experiment: Experiment, factory: Any, where: str) -> None:
         return
     from basht.tune.factory import asha_variant, check_unbounded
 
-    checkpoints = can_checkpoint(experiment.workload_ref())  # False for a plain function
+    checkpoints = factory_can_checkpoint(factory, experiment.workload_ref().params)
     try:
         check_unbounded(experiment, can_checkpoint=checkpoints)
         if experiment.search.pruner in ("asha", "async-hyperband"):

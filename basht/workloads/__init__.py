@@ -29,6 +29,7 @@ __all__ = [
     "TrialReporter",
     "Workload",
     "can_checkpoint",
+    "factory_can_checkpoint",
     "check_workload_name",
     "is_function_workload",
     "resolve_workload",
@@ -81,8 +82,12 @@ def can_checkpoint(ref: Any) -> bool:
     """Whether trials of workload `ref` (a WorkloadRef) can be paused and resumed: a plain
     function cannot; a class can unless its `can_checkpoint(**params)` says otherwise (a
     command that saves no state)."""
-    factory = resolve_workload(ref.name)
+    return factory_can_checkpoint(resolve_workload(ref.name), ref.params)
+
+
+def factory_can_checkpoint(factory: Any, params: dict[str, Any]) -> bool:
+    """`can_checkpoint` for a workload already resolved (its class or function)."""
     if is_function_workload(factory):
         return False
     decide = getattr(factory, "can_checkpoint", None)
-    return bool(decide(**ref.params)) if callable(decide) else True
+    return bool(decide(**params)) if callable(decide) else True
