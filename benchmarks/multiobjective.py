@@ -17,8 +17,10 @@ Two settings:
   projected time to 52 epochs) on YAHPO Gym's LCBench surrogate, on the virtual clock, 4 workers,
   for `--tasks` (5) tasks and `--seeds` (10) seeds; every run gets the same simulated time.
 * `digits` (real): accuracy (max) against measured `train_energy_kwh` (min) on digits-mlp, 2
-  workers, `--digits-seeds` (5) seeds; every run gets the same energy budget (the whole job's
-  energy, as `search.energy_budget_kwh` counts it). Its hypervolume is also read at equal
+  workers, `--digits-seeds` (5) seeds, trials of at most 9 and at most 27 epochs (two tasks,
+  `--digits-max-budgets`): an epoch is about 13 ms, so the longer the trials the larger the part
+  of a trial's cost its epochs are, and early stopping can save; every run gets the same energy
+  budget (the whole job's energy, as `search.energy_budget_kwh` counts it). Its hypervolume is also read at equal
   training energy: the energy booked to the trials' epochs (the sum of `train_energy_kwh_spent`,
   the axis `basht compare` draws), at the least any run reached. On a machine whose idle floor
   is most of its draw, the whole job's energy is mostly its wall time; the training energy is
@@ -208,6 +210,7 @@ def digits_experiment(
     folder: Path,
     variant: str = "auto",
     min_budget: int = 1,
+    max_budget: int = 9,
 ) -> dict[str, Any]:
     return {
         "name": "mo-digits",
@@ -228,7 +231,7 @@ def digits_experiment(
                 {"metric": "train_energy_kwh", "mode": "min"},
             ],
             "min_budget": min_budget,
-            "max_budget": 9,
+            "max_budget": max_budget,
             "eta": 3,
             "max_trials": 10_000,
             "energy_budget_kwh": energy_kwh,
@@ -239,7 +242,7 @@ def digits_experiment(
     }
 
 
-def digits_run(method: str, seed: int, energy_kwh: float) -> dict[str, Any]:
+def digits_run(method: str, seed: int, energy_kwh: float, max_budget: int = 9) -> dict[str, Any]:
     import basht
 
     sampler, pruner, variant, min_budget = DIGITS_METHODS[method]
@@ -247,7 +250,9 @@ def digits_run(method: str, seed: int, energy_kwh: float) -> dict[str, Any]:
         folder = Path(tmp)
         start = time.perf_counter()
         result = basht.run(
-            digits_experiment(sampler, pruner, seed, energy_kwh, folder, variant, min_budget),
+            digits_experiment(
+                sampler, pruner, seed, energy_kwh, folder, variant, min_budget, max_budget
+            ),
             results_root=folder / "results",
         )
         wall_s = time.perf_counter() - start
@@ -274,8 +279,47 @@ def digits_run(method: str, seed: int, energy_kwh: float) -> dict[str, Any]:
     }
 
 
-def digits_part(seeds: int, energy_kwh: float) -> dict[str, Any]:
-    runs = {m: [digits_run(m, seed, energy_kwh) for seed in range(seeds)] for m in DIGITS_METHODS}
+def digits_part(seeds: int, energy_kwh: float, max_budgets: tuple[int, ...]) -> dict[str, Any]:
+    rows, trained_by_budget = [], {}
+    for max_budget in max_budgets:
+        budget_rows, trained = digits_rows(seeds, energy_kwh, max_budget)
+        rows += budget_rows
+        trained_by_budget[str(max_budget)] = trained
+    return {
+        "setting": {
+            "seeds": seeds,
+            "workers": 2,
+            "energy_budget_kwh": energy_kwh,
+            "max_budgets": list(max_budgets),
+            "training_energy_kwh": trained_by_budget,
+            "objectives": "accuracy (max), train_energy_kwh (min, measured, projected to the "
+            "maximum budget; an estimate where the machine has no energy counters)",
+        },
+        "rows": rows,
+        "mo_asha_beats_nsga2_on": _wins(rows, "task"),
+        "mo_asha_beats_nsga2_at_training_energy_on": _wins(
+            rows, "task", "median_hypervolume_at_training_energy"
+        ),
+        "beats_nsga2_on": {
+            m: _wins(rows, "task", method=m) for m in DIGITS_METHODS if m != "NSGA-II"
+        },
+        "beats_nsga2_at_training_energy_on": {
+            m: _wins(rows, "task", "median_hypervolume_at_training_energy", method=m)
+            for m in DIGITS_METHODS
+            if m != "NSGA-II"
+        },
+    }
+
+
+def digits_rows(
+    seeds: int, energy_kwh: float, max_budget: int
+) -> tuple[list[dict[str, Any]], float]:
+    """One row per method for trials `max_budget` epochs long at most (a task of its own, with
+    its own bounds), and the training energy every run reached."""
+    runs = {
+        m: [digits_run(m, seed, energy_kwh, max_budget) for seed in range(seeds)]
+        for m in DIGITS_METHODS
+    }
     bounds = common_bounds([r["completed"] for rs in runs.values() for r in rs])
     # The training energy every run reached: each run's hypervolume is read there too.
     trained = min(r["training_energy_kwh"] for rs in runs.values() for r in rs)
@@ -290,8 +334,9 @@ def digits_part(seeds: int, energy_kwh: float) -> dict[str, Any]:
         per_seed = [hypervolume_at(r["completed"], float("inf"), bounds) for r in method_runs]
         rows.append(
             {
-                "task": "digits-mlp",
+                "task": f"digits-mlp, {max_budget} epochs",
                 "method": method,
+                "max_budget": max_budget,
                 "median_hypervolume": statistics.median(per_seed),
                 "hypervolume_per_seed": per_seed,  # how far apart the seeds are
                 "median_hypervolume_at_training_energy": by_training[-1],
@@ -310,27 +355,7 @@ def digits_part(seeds: int, energy_kwh: float) -> dict[str, Any]:
                 "bounds": [list(bounds[0]), list(bounds[1])],
             }
         )
-    return {
-        "setting": {
-            "seeds": seeds,
-            "workers": 2,
-            "energy_budget_kwh": energy_kwh,
-            "training_energy_kwh": trained,
-            "objectives": "accuracy (max), train_energy_kwh (min, measured, projected to 9 "
-            "epochs; an estimate where the machine has no energy counters)",
-        },
-        "rows": rows,
-        "mo_asha_beats_nsga2_on": _wins(rows, "task"),
-        "mo_asha_beats_nsga2_at_training_energy_on": _wins(
-            rows, "task", "median_hypervolume_at_training_energy"
-        ),
-        "beats_nsga2_on": {m: _wins(rows, "task", method=m) for m in runs if m != "NSGA-II"},
-        "beats_nsga2_at_training_energy_on": {
-            m: _wins(rows, "task", "median_hypervolume_at_training_energy", method=m)
-            for m in runs
-            if m != "NSGA-II"
-        },
-    }
+    return rows, trained
 
 
 def _wins(
@@ -392,6 +417,11 @@ def main() -> None:
     parser.add_argument("--lcbench-budget-s", type=float, default=3600.0)
     parser.add_argument("--digits-seeds", type=int, default=5)
     parser.add_argument("--digits-energy-kwh", type=float, default=5.0e-5)
+    parser.add_argument(
+        "--digits-max-budgets",
+        default="9,27",
+        help="the maximum epochs a digits-mlp trial trains (comma-separated: one task each)",
+    )
     parser.add_argument("--out", type=Path, default=HERE / "results" / "multiobjective.json")
     args = parser.parse_args()
     from basht.workloads.lcbench import tasks
@@ -407,7 +437,8 @@ def main() -> None:
         )
         print_table("LCBench (simulated): median hypervolume at equal time", results["lcbench"])
     if args.part in ("digits", "both"):
-        results["digits"] = digits_part(args.digits_seeds, args.digits_energy_kwh)
+        max_budgets = tuple(int(b) for b in args.digits_max_budgets.split(","))
+        results["digits"] = digits_part(args.digits_seeds, args.digits_energy_kwh, max_budgets)
         print_table("digits-mlp (real): median hypervolume at equal energy", results["digits"])
     write_results(args.out, "multiobjective", results)
 
