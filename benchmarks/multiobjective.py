@@ -22,18 +22,19 @@ Two settings:
   `--digits-max-budgets`; the committed results have 10 seeds at 27, from a second run with
   `--digits-max-budgets 27 --digits-seeds 10`, which keeps the other task's rows): an epoch is
   about 13 ms, so the longer the trials the larger the part of a trial's cost its epochs are, and
-  early stopping can save; every run gets the same energy
-  budget (the whole job's energy, as `search.energy_budget_kwh` counts it). Its hypervolume is also read at equal
-  training energy: the energy booked to the trials' epochs (the sum of `train_energy_kwh_spent`,
-  the axis `basht compare` draws), at the least any run reached. On a machine whose idle floor
-  is most of its draw, the whole job's energy is mostly its wall time; the training energy is
-  the part the search decides.
+  early stopping can save; every run gets the same energy budget (the whole job's energy, as
+  `search.energy_budget_kwh` counts it). Its hypervolume is also read at equal training energy:
+  the energy booked to the trials' epochs (the sum of `train_energy_kwh_spent`, the axis `basht
+  compare` draws), at the least any run reached. On a machine whose idle floor is most of its
+  draw, the whole job's energy is mostly its wall time; the training energy is the part the
+  search decides.
 
 The hypervolume is of the completed feasible trials, each objective signed for minimisation and
 normalised per task (0 the best value any run's completed trials reached, 1 the worst), from
 the reference point (1.1, 1.1): at most 1.21, and the algorithms' numbers compare. Reported: the median
 over seeds at the end of the budget and at its quarters (the curve), and per task whether MO-ASHA's
-median beats NSGA-II's.
+median beats NSGA-II's; on digits-mlp also on how many seeds each method is above NSGA-II on the
+same seed (the seed is also the data's split).
 
     python benchmarks/multiobjective.py [--part lcbench|digits|both] [--tasks 5] [--seeds 10]
 
