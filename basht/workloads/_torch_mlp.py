@@ -235,16 +235,10 @@ class TorchMLP:
 
     @classmethod
     def prepare(cls, seed: int = 0, **params: Any) -> None:
-        """The setup phase: import torch and read the data once per worker, not in a trial's load.
+        """The setup phase: import torch and read the data once per worker, not in a trial's load."""
+        import torch.optim  # noqa: F401
 
-        A throwaway load builds a model and its optimiser once: torch imports `torch._dynamo`
-        (about 2 s) when the first optimiser is made, which would otherwise be timed, and its
-        energy booked, as the first trial's load.
-        """
-        import torch
-
-        probe = cls(seed=seed, **params)
-        probe.load({}, Resources(cpus=torch.get_num_threads(), seed=seed))
+        cls(seed=seed, **params)._splits().standardised()
 
     # -- Workload protocol -------------------------------------------------------------------
 

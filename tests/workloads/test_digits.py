@@ -232,21 +232,3 @@ def test_digits_sgd_works_without_torch() -> None:
         "assert 'torch' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
-
-
-@pytest.mark.integration
-def test_digits_mlp_prepare_leaves_a_trial_load_nothing_to_import() -> None:
-    # The setup phase pays for the imports (torch makes its first optimiser by importing
-    # torch._dynamo, seconds): a trial's load, timed and booked energy, imports nothing.
-    code = (
-        "import sys\n"
-        "from basht.workloads import resolve_workload, Resources\n"
-        "factory = resolve_workload('digits-mlp')\n"
-        "factory.prepare(seed=0)\n"
-        "before = set(sys.modules)\n"
-        "w = factory(seed=0)\n"
-        "w.load({'lr': 0.01, 'hidden': 64, 'batch_size': 32, 'optimizer': 'sgd'}, Resources())\n"
-        "new = sorted(set(sys.modules) - before)\n"
-        "assert not new, f'{len(new)} modules imported by a load, among them {new[:5]}'\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
