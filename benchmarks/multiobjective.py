@@ -296,34 +296,28 @@ def digits_part(
 ) -> dict[str, Any]:
     """The digits-mlp tasks of `max_budgets`, and those of `kept` (an earlier digits part) that
     were not run again."""
-    old_rows = [r for r in (kept or {}).get("rows", []) if r.get("max_budget") not in max_budgets]
-    old_setting = (kept or {}).get("setting", {})
-    seeds_by_budget = {str(r["max_budget"]): r.get("seeds") for r in old_rows}
+    rows = [r for r in (kept or {}).get("rows", []) if r.get("max_budget") not in max_budgets]
+    kept_budgets = {str(r["max_budget"]) for r in rows}
     trained_by_budget = {
         b: e
-        for b, e in (old_setting.get("training_energy_kwh") or {}).items()
-        if b in seeds_by_budget
+        for b, e in ((kept or {}).get("setting", {}).get("training_energy_kwh") or {}).items()
+        if b in kept_budgets
     }
-    rows = old_rows
     for max_budget in max_budgets:
         budget_rows, trained = digits_rows(seeds, energy_kwh, max_budget)
         rows += budget_rows
         trained_by_budget[str(max_budget)] = trained
-        seeds_by_budget[str(max_budget)] = seeds
-    return digits_summary(rows, energy_kwh, seeds_by_budget, trained_by_budget)
+    return digits_summary(rows, energy_kwh, trained_by_budget)
 
 
 def digits_summary(
-    rows: list[dict[str, Any]],
-    energy_kwh: float,
-    seeds_by_budget: dict[str, Any],
-    trained_by_budget: dict[str, float],
+    rows: list[dict[str, Any]], energy_kwh: float, trained_by_budget: dict[str, float]
 ) -> dict[str, Any]:
     rows = sorted(rows, key=lambda r: r["max_budget"])
     methods = [m for m in DIGITS_METHODS if m != "NSGA-II"]
     return {
         "setting": {
-            "seeds": seeds_by_budget,
+            "seeds": {str(r["max_budget"]): r["seeds"] for r in rows},
             "workers": 2,
             "energy_budget_kwh": energy_kwh,
             "max_budgets": sorted({r["max_budget"] for r in rows}),
