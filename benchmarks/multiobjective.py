@@ -68,9 +68,9 @@ METHODS = {  # name -> (sampler, pruner, asha_variant, min_budget)
     "NSGA-II": ("nsga2", "none", "auto", 1),
     "MO-TPE": ("tpe", "none", "auto", 1),
 }
-# digits-mlp only: MO-TPE's proposals stopped early, and a first rung of 3 epochs (about 60 ms a
-# trial), so the energy ranked there is more than the monitor's rounding (a trial stopped after
-# one epoch holds its worker ~30 ms).
+# digits-mlp only: MO-TPE's proposals stopped early; and a first rung of 3 epochs (about 60 ms a
+# trial), so that the energy ranked there is more than the monitor's rounding (a trial stopped
+# after one epoch holds its worker ~30 ms).
 DIGITS_METHODS = {
     **METHODS,
     "MO-ASHA (stopping, MO-TPE)": ("tpe", "asha", "stopping", 1),
