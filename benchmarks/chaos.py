@@ -356,7 +356,7 @@ def killed_run(
             env["BASHT_FAILPOINTS"] = ",".join(f"{k}={v}" for k, v in points.items())
             env["BASHT_FAILPOINTS_SEED"] = str(rng.getrandbits(32))
         if stop_server:
-            code, out, err = _with_server_restart(args, folder, env, restart_server, rng)
+            code, out, err = _with_server_restart(args, folder, env, restart_server, rng, store_url)
             outcome.server_restarts += 1
         else:
             code, out, err = basht(args, folder, env, kill_after)
@@ -425,9 +425,16 @@ def killed_run(
 
 
 def _with_server_restart(
-    args: list[str], folder: Path, env: dict[str, str], restart: Any, rng: random.Random
+    args: list[str],
+    folder: Path,
+    env: dict[str, str],
+    restart: Any,
+    rng: random.Random,
+    store_url: str,
 ) -> tuple[int, str, str]:
-    """Run, and stop the database server mid-run for a few seconds."""
+    """Run, and stop the database server mid-run for a few seconds: once the run is stored (a
+    fixed delay would, on a busy machine, stop it before the run's tables exist, which tests
+    nothing a resume could recover), and a moment later."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "basht.cli", *args],
         cwd=folder,
@@ -436,8 +443,10 @@ def _with_server_restart(
         stderr=subprocess.PIPE,
         text=True,
     )
+    while proc.poll() is None and not run_stored(store_url):
+        time.sleep(0.1)
     try:
-        proc.wait(timeout=rng.uniform(1.5, 3.0))
+        proc.wait(timeout=rng.uniform(0.5, 1.5))
     except subprocess.TimeoutExpired:
         restart()
     out, err = proc.communicate(timeout=900)
