@@ -124,7 +124,7 @@ class Int:
 
     @property
     def size(self) -> float:
-        return len(self._range())
+        return _count(self._range())
 
 
 @dataclass(frozen=True)
@@ -299,8 +299,16 @@ def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
+def _count(grid: Sequence[Any]) -> int:
+    """How many values `grid` holds: `len` overflows on a range of more than 2**63 integers
+    (an int parameter whose bounds a user set that far apart), its bounds do not."""
+    if isinstance(grid, range):
+        return max(0, (grid.stop - grid.start + grid.step - 1) // grid.step)
+    return len(grid)
+
+
 def _grid_quantile(grid: Sequence[Any]) -> Callable[[float], Any]:
-    count = len(grid)
+    count = _count(grid)
     return lambda u: grid[min(int(u * count), count - 1)]
 
 

@@ -144,3 +144,13 @@ def test_size_and_draws_of_a_huge_grid_do_not_build_it(monkeypatch):
     assert Int(0, 10**12, step=3).from_unit(0.999999) % 3 == 0
     assert Float(0.0, 1e6, step=0.1).from_unit(0.5) == 500000.0
     assert SearchSpace({"s": Int(0, 2**31 - 1), "x": Float(0.0, 1.0, step=1e-7)}).is_finite
+
+
+@pytest.mark.parametrize("step", [None, 1, 3])
+def test_an_int_spanning_more_than_2_to_the_63_integers_has_a_size_and_draws(step):
+    # len() of such a range overflows; a mutated experiment file's bound found it.
+    wide = Int(-3, 2**63 + 5, step=step)
+    assert wide.size == (2**63 + 9 + (step or 1) - 1) // (step or 1)
+    drawn = [wide.from_unit(u) for u in (0.0, 0.5, 0.999999)]
+    assert all(-3 <= v <= 2**63 + 5 and (v + 3) % (step or 1) == 0 for v in drawn)
+    assert SearchSpace({"y": wide}).size == wide.size
