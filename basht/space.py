@@ -299,15 +299,13 @@ def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
-def _count(grid: Sequence[Any]) -> int:
-    """How many values `grid` holds: `len` overflows on a range of more than 2**63 integers
-    (an int parameter whose bounds a user set that far apart), its bounds do not."""
-    if isinstance(grid, range):
-        return max(0, (grid.stop - grid.start + grid.step - 1) // grid.step)
-    return len(grid)
+def _count(grid: range) -> int:
+    """How many integers `grid` holds: `len` overflows on more than 2**63 of them (an int
+    parameter whose bounds a user set that far apart), its bounds do not."""
+    return max(0, (grid.stop - grid.start + grid.step - 1) // grid.step)
 
 
-def _grid_quantile(grid: Sequence[Any]) -> Callable[[float], Any]:
+def _grid_quantile(grid: range) -> Callable[[float], int]:
     count = _count(grid)
     return lambda u: grid[min(int(u * count), count - 1)]
 
