@@ -294,6 +294,10 @@ def restore_from_store(
         last_op[d.trial] = d.op
         if d.op == "report" and d.budget is not None:
             told[d.trial] = (d.budget, d.result)
+        elif d.op == "suggest" and d.result == "resume" and d.trial in told:
+            # Resumed since (or promoted where it stood): a restart reporting that epoch again
+            # goes on from it.
+            told[d.trial] = (told[d.trial][0], Decision.CONTINUE.value)
     with store.session() as s:
         rows = s.scalars(select(TrialRow).where(TrialRow.run_id == run_id)).all()
         # The latest live checkpoint of each trial (later rows overwrite earlier ones).

@@ -64,6 +64,12 @@ class Executor(ABC):
         """Evaluate a trained configuration on the test split (the test phase)."""
         raise BashtError(f"{type(self).__name__} cannot run the test phase")
 
+    @property
+    def resume_costs(self) -> bool:
+        """Whether resuming a paused trial costs a start (its model built again, its checkpoint
+        read). Where it does, a trial promoted as it reaches its rung keeps running instead."""
+        return True
+
     # -- the clock --------------------------------------------------------------------------
 
     def now(self) -> float:

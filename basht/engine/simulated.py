@@ -280,6 +280,12 @@ class SimulatedExecutor(Executor):
         return len(self._free)
 
     @property
+    def resume_costs(self) -> bool:
+        # Without a load time a pause and a resume cost nothing on the virtual clock, and the
+        # trial pauses as the algorithm says (simulations of it stay as they were).
+        return self.load_s > 0
+
+    @property
     def running(self) -> list[int]:
         return list(self._trials)
 

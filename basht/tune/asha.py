@@ -189,6 +189,15 @@ class AsyncSuccessiveHalving:
         assert budget is not None
         return Suggestion(trial_id, config, budget, meta={"bracket": index, "rung": 0})
 
+    def next_promotion(self) -> int | None:
+        """The trial `suggest` would resume now, if any; asking promotes nothing."""
+        if self.variant == "promotion":
+            for bracket in self.brackets:
+                found = bracket.promotable()
+                if found is not None:
+                    return found[0]
+        return None
+
     def _promote(self, index: int, trial_id: int, k: int) -> Suggestion:
         bracket = self.brackets[index]
         bracket.promote(k, trial_id)

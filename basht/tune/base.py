@@ -22,7 +22,12 @@ class Suggestion:
 
 
 class Algorithm(Protocol):
-    """A tuning algorithm behind ask/tell. It never sees how or where trials run."""
+    """A tuning algorithm behind ask/tell. It never sees how or where trials run.
+
+    One that pauses trials at rungs may also offer `next_promotion() -> int | None`: the trial
+    its next `suggest` would resume, asked without promoting it. The Tuner then keeps that trial
+    running as it reaches its rung instead of pausing it (`Tuner._promote_in_place`).
+    """
 
     metric: str
     mode: str

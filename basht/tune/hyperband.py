@@ -177,6 +177,15 @@ class SynchronousHyperband:
             for index in passed:
                 heappush(with_jobs, index)
 
+    def next_promotion(self) -> int | None:
+        """The trial `suggest` would resume now, if any; asking promotes nothing (None where
+        the next job is a new configuration)."""
+        for index in sorted(self._with_jobs):
+            bracket = self.brackets[index]
+            if bracket.has_job():
+                return bracket.queue[0] if bracket.queue else None
+        return None
+
     def _job(self, bracket: _SyncBracket) -> Suggestion | None:
         budget = bracket.levels[bracket.k]
         meta = {"bracket": bracket.index, "rung": bracket.k}

@@ -105,6 +105,9 @@ class _Trial:
     time_s: float = 0.0
     load_s: float = 0.0
     metrics: dict[str, Any] | None = None
+    # Promoted where it stood (it never paused): the suggestion's log row, stored after the
+    # report that reached the rung so the decision log stays in order.
+    promoted: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -236,6 +239,11 @@ class Tuner:
         self._epochs_run, self._epoch_s_sum = 0, 0.0
         self._holding: set[int] = set()  # told to pause for the gate, not yet paused
         self._held: list[int] = []  # paused for the gate: they resume first
+        # A trial the algorithm would resume at once keeps running instead of pausing, where a
+        # resume costs a start (the model built again, its checkpoint written and read).
+        self._next_promotion: Callable[[], int | None] | None = (
+            getattr(algorithm, "next_promotion", None) if executor.resume_costs else None
+        )
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -512,6 +520,11 @@ class Tuner:
             decision=logged,
             at=event.at or now,  # when it happened, not when the writer gets to it
         )
+        if trial.promoted is not None:  # after the report that reached the rung
+            self.store.update_trial(
+                trial.row_id, decision=trial.promoted, target_budget=trial.target_budget
+            )
+            trial.promoted = None
 
     def _answer(self, event: TrialEvent, trial: _Trial, value: float, decision: Decision) -> None:
         target = self.target
@@ -521,6 +534,9 @@ class Tuner:
         elif decision is _STOP:
             self.executor.command(event.trial_id, STOP)
         elif decision is _PAUSE:
+            if self._promoted_at_once(event.trial_id):
+                self._promote_in_place(event.trial_id, trial)
+                return
             path = (
                 self._checkpoint_path(event.trial_id, event.epoch) if self.can_checkpoint else None
             )
@@ -533,6 +549,29 @@ class Tuner:
             self.executor.command(event.trial_id, PAUSE, path)
         else:
             self.executor.command(event.trial_id, CONTINUE)
+
+    def _promoted_at_once(self, trial_id: int) -> bool:
+        """Whether the worker this pause would free would resume this very trial: nothing owed
+        a worker first (a restart, a trial held by the gate) and the algorithm's next promotion
+        is this trial."""
+        return (
+            self._next_promotion is not None
+            and self.gate is None
+            and not self._restarts
+            and not self._held
+            and self._next_promotion() == trial_id
+        )
+
+    def _promote_in_place(self, trial_id: int, trial: _Trial) -> None:
+        """Promote the trial where it runs: the algorithm's suggestion, as a pause and a resume
+        would have got it, without the checkpoint, the new start and the read."""
+        s = self.algorithm.suggest()
+        assert s is not None and s.trial_id == trial_id and s.resume, s
+        trial.target_budget = s.budget
+        trial.group = self._group(s.meta)
+        trial.promoted = self._log("suggest", trial_id, s.budget, result="resume")
+        self.executor.command(trial_id, CONTINUE)
+        failpoint("promotion")
 
     # -- the gate -----------------------------------------------------------------------------
 

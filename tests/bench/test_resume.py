@@ -15,6 +15,21 @@ from tests.cli import ROOT, run_in_background, wait_for_trials
 from tests.cli import basht as _basht
 
 
+def _asha(max_trials: int, sampler: str = "random") -> ASHA:
+    """A fresh ASHA as the tests' experiments describe it, to replay their decision logs on."""
+    space = SearchSpace({"x": Float(-1.0, 1.0)})
+    return ASHA(
+        space,
+        metric="accuracy",
+        min_budget=1,
+        max_budget=9,
+        eta=3,
+        seed=0,
+        max_trials=max_trials,
+        sampler=sampler,
+    )
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("sampler", ["random", "tpe"])  # tpe: its model from 10 results on
 def test_an_interrupted_asha_run_resumes_to_the_end(spec, tmp_path, sampler):
@@ -61,18 +76,7 @@ def test_an_interrupted_asha_run_resumes_to_the_end(spec, tmp_path, sampler):
         if state == "completed":
             assert (trials[number].state, trials[number].value) == ("completed", value)
     # The whole log, before and after the interruption, replays on a fresh algorithm.
-    algo = ASHA(
-        SearchSpace({"x": Float(-1.0, 1.0)}),
-        metric="accuracy",
-        mode="max",
-        min_budget=1,
-        max_budget=9,
-        eta=3,
-        seed=0,
-        max_trials=24,
-        sampler=sampler,
-    )
-    replay(algo, store.decisions(run.id))
+    algo = replay(_asha(max_trials=24, sampler=sampler), store.decisions(run.id))
     assert algo.suggest() is None
     # ...drawing the very configurations the run trained, model-based ones included.
     assert [algo.trials[t.number].config for t in trials] == [t.config for t in trials]
@@ -84,6 +88,50 @@ def test_an_interrupted_asha_run_resumes_to_the_end(spec, tmp_path, sampler):
     # Promotions are in the store: trials trained past the first rung from a resumed checkpoint.
     assert any(d.op == "suggest" and d.result == "resume" for d in store.decisions(run.id))
     assert any(t.budget == 9 for t in trials)
+
+
+@pytest.mark.integration
+def test_a_run_killed_after_promoting_a_trial_where_it_stands_resumes_it_past_its_rung(
+    spec, tmp_path
+):
+    """One worker: a trial that reaches its rung as the best there is promoted where it runs,
+    with no pause and no checkpoint. Killed before it gets to the next rung, the resumed run
+    trains it again from scratch and on past the rung it was promoted from (the algorithm's
+    answer there, a pause, was overtaken by the promotion)."""
+    spec["workload"]["params"] = {"epoch_s": 0.3}  # the two epochs to the next rung: 0.6 s
+    spec["resources"] = {"workers": 1}
+    spec["space"] = {"x": {"type": "float", "low": -1.0, "high": 1.0}}
+    spec["search"].update(pruner="asha", min_budget=1, max_budget=9, eta=3, max_trials=12)
+    path = tmp_path / "asha.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    proc = run_in_background(path, tmp_path)
+    in_place: list[int] = []
+
+    def promoted_where_it_stands(store: Store, run) -> bool:
+        for d in store.decisions(run.id):
+            if (d.op, d.result, d.budget) == ("suggest", "resume", 3):
+                trial = next(t for t in store.trials(run.id) if t.number == d.trial)
+                if trial.state == "running" and not store.checkpoints(trial.id):
+                    in_place.append(d.trial)
+                    return True
+        return False
+
+    try:
+        wait_for_trials(spec["store"], tmp_path / "basht.db", promoted_where_it_stands)
+    finally:
+        proc.kill()
+        proc.communicate(timeout=60)
+    store = Store(spec["store"])
+    (run,) = store.list_runs()
+    assert store.get_run(run.id).status == "running"  # killed outright
+
+    done = _basht("resume", run.id, "--store", spec["store"], "-q", "--no-plots", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    trials = {t.number: t for t in Store(spec["store"]).trials(run.id)}
+    assert sorted(trials) == list(range(12))
+    assert trials[in_place[0]].budget >= 3
+    algo = replay(_asha(max_trials=12), store.decisions(run.id))
+    assert algo.suggest() is None
 
 
 @pytest.mark.integration
