@@ -552,14 +552,14 @@ class Tuner:
 
     def _promoted_at_once(self, trial_id: int) -> bool:
         """Whether the worker this pause would free would resume this very trial: nothing owed
-        a worker first (a restart, a trial held by the gate) and the algorithm's next promotion
-        is this trial."""
+        a worker first (a restart, a trial held by the gate), the algorithm's next promotion is
+        this trial, and the gate (if any) lets as many trials run as run now."""
         return (
             self._next_promotion is not None
-            and self.gate is None
             and not self._restarts
             and not self._held
             and self._next_promotion() == trial_id
+            and (self.gate is None or not self._over_the_gate())
         )
 
     def _promote_in_place(self, trial_id: int, trial: _Trial) -> None:
