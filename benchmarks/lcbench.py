@@ -35,7 +35,9 @@ The grid is run in units (one task, worker count and seed: every method back to 
 process, so the wall times compared are taken side by side), `--jobs` at a time. Each unit is
 appended to `--runs` (one JSON line, default `results/lcbench.runs.jsonl`) as it ends; a run
 killed or stopped by `--stop-after-s` goes on from there next time, also on another machine
-(copy the file), and `--summarise-only` writes the table and JSON from the file as it is.
+(copy the file), and `--summarise-only` writes the table and JSON from the file as it is. A unit
+may be run in parts: `--methods` some first (the ASHA comparison, say), and a later run without
+it runs the rest only; the parts' lines merge into one unit.
 
     python benchmarks/lcbench.py [--tasks 34] [--seeds 10] [--workers 4,32] [--budget 20]
         [--methods NAME ...] [--jobs 1] [--stop-after-s S] [--summarise-only]
@@ -339,9 +341,17 @@ def run_units(
 ) -> None:
     """Run the units not yet in `runs_file`, appending each as one JSON line when it ends: a
     killed or time-boxed run keeps every unit it finished, and the next one goes on from there.
-    `stop_after_s`: start no unit after this many seconds (the ones running still end)."""
-    done = {(u["task"], u["workers"], u["seed"]) for u in read_runs(runs_file, methods, step)}
-    todo = [u for u in units if u not in done]
+    `stop_after_s`: start no unit after this many seconds (the ones running still end). A unit
+    some of whose methods ran already runs the others only."""
+    ran = {
+        (u["task"], u["workers"], u["seed"]): set(u["methods"])
+        for u in read_unit_parts(runs_file, step)
+    }
+    todo = [
+        (unit, [m for m in methods if m not in ran.get(unit, set())])
+        for unit in units
+        if not set(methods) <= ran.get(unit, set())
+    ]
     print(f"{len(units) - len(todo)} of {len(units)} units already in {runs_file}", file=sys.stderr)
     began = time.monotonic()
     runs_file.parent.mkdir(parents=True, exist_ok=True)
@@ -357,10 +367,10 @@ def run_units(
             while len(pending) < jobs and (
                 stop_after_s is None or time.monotonic() - began < stop_after_s
             ):
-                unit = next(queue, None)
+                unit, missing = next(queue, (None, None))
                 if unit is None:
                     break
-                pending.add(pool.submit(run_unit, *unit, budget, methods, step))
+                pending.add(pool.submit(run_unit, *unit, budget, missing, step))
             if not pending:
                 break
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -376,12 +386,17 @@ def run_units(
 
 
 def read_runs(runs_file: Path, methods: list[str], step: float) -> list[dict]:
-    """The units in `runs_file` that ran every one of `methods`, Syne Tune's at `step` (the last
-    line of a unit wins)."""
-    syne = any(m in SYNE_TUNE for m in methods)
+    """The units in `runs_file` that ran every one of `methods`, Syne Tune's at `step`. A unit may
+    have been run in parts (`--methods`, then the rest): its lines merge, a later method's result
+    replacing an earlier one."""
+    return [u for u in read_unit_parts(runs_file, step) if set(methods) <= set(u["methods"])]
+
+
+def read_unit_parts(runs_file: Path, step: float) -> list[dict]:
+    """Every unit in `runs_file` with the methods it ran so far (Syne Tune's at `step` only)."""
     if not runs_file.exists():
         return []
-    units = {}
+    units: dict[tuple[str, int, int], dict] = {}
     for line in runs_file.read_text().splitlines():
         if not line.strip():
             continue
@@ -389,10 +404,16 @@ def read_runs(runs_file: Path, methods: list[str], step: float) -> list[dict]:
             record = json.loads(line)
         except json.JSONDecodeError:
             continue  # a line cut short by a kill: that unit runs again
-        if set(methods) <= set(record["methods"]) and (
-            not syne or record.get("synetune_step") == step
-        ):
-            units[(record["task"], record["workers"], record["seed"])] = record
+        ran = {
+            m: r
+            for m, r in record["methods"].items()
+            if m not in SYNE_TUNE or record.get("synetune_step") == step
+        }
+        key = (record["task"], record["workers"], record["seed"])
+        unit = units.setdefault(key, {**record, "methods": {}})
+        unit["methods"].update(ran)
+        if ran.keys() & SYNE_TUNE.keys():
+            unit["synetune_step"], unit["synetune_step_s"] = step, record.get("synetune_step_s")
     return list(units.values())
 
 
