@@ -37,7 +37,9 @@ appended to `--runs` (one JSON line, default `results/lcbench.runs.jsonl`) as it
 killed or stopped by `--stop-after-s` goes on from there next time, also on another machine
 (copy the file), and `--summarise-only` writes the table and JSON from the file as it is. A unit
 may be run in parts: `--methods` some first (the ASHA comparison, say), and a later run without
-it runs the rest only; the parts' lines merge into one unit.
+it runs the rest only; the parts' lines merge into one unit. The per-method table is of the
+units that ran every method; Basht's ASHA against Syne Tune's counts every unit that ran those
+three.
 
     python benchmarks/lcbench.py [--tasks 34] [--seeds 10] [--workers 4,32] [--budget 20]
         [--methods NAME ...] [--jobs 1] [--stop-after-s S] [--summarise-only]
@@ -89,6 +91,7 @@ SYNE_TUNE = {"Syne Tune ASHA": 1, "Syne Tune Hyperband": 4}  # method -> bracket
 # wall time in proportion.
 SYNE_TUNE_STEP = 0.05
 FRACTIONS = (0.1, 0.5, 1.0)
+ASHAS = ("ASHA", "ASHA (stopping)", "Syne Tune ASHA")  # the comparison the benchmark is for
 EPOCHS = 52
 
 
@@ -452,7 +455,10 @@ def case_rows(units: list[dict], methods: list[str]) -> list[dict]:
     return rows
 
 
-def summarise(rows: list[dict]) -> dict[str, Any]:
+def summarise(rows: list[dict], compared_rows: list[dict]) -> dict[str, Any]:
+    """Each method's medians over the tasks (`rows`: units that ran every method), and Basht's
+    ASHA against Syne Tune's (`compared_rows`: every unit that ran those three, a grid whose
+    other methods are not all run yet included)."""
     by = {(r["task"], r["workers"], r["method"]): r for r in rows}
     cases = sorted({(r["task"], r["workers"]) for r in rows})
     summary: dict[str, Any] = {"methods": {}}
@@ -466,12 +472,21 @@ def summarise(rows: list[dict]) -> dict[str, Any]:
             "median_rank": statistics.median(r["rank"] for r in mine),
             "wall_s": sum(r["wall_s"] for r in mine),
         }
-    methods = summary["methods"]
-    if "Syne Tune ASHA" not in methods:
+    summary.update(compare_ashas(compared_rows))
+    return summary
+
+
+def compare_ashas(rows: list[dict]) -> dict[str, Any]:
+    """In how many task x workers cases each of Basht's ASHAs has a median regret no higher than
+    Syne Tune's ASHA at the end of the budget, and Syne Tune's wall time over Basht's."""
+    by = {(r["task"], r["workers"], r["method"]): r for r in rows}
+    cases = sorted({(r["task"], r["workers"]) for r in rows})
+    methods = {m: sum(r["wall_s"] for r in rows if r["method"] == m) for m in ASHAS}
+    summary: dict[str, Any] = {}
+    if not rows or not methods["Syne Tune ASHA"]:
         return summary
+    summary["asha_comparison_units"] = sum(r["seeds"] for r in rows if r["method"] == "ASHA")
     for mine, key in (("ASHA", "basht_asha"), ("ASHA (stopping)", "basht_stopping_asha")):
-        if mine not in methods:
-            continue
         no_worse = [
             f"{task}@{workers}"
             for task, workers in cases
@@ -483,7 +498,7 @@ def summarise(rows: list[dict]) -> dict[str, Any]:
             "of": len(cases),
             "which": no_worse,
         }
-        basht_s, syne_s = methods[mine]["wall_s"], methods["Syne Tune ASHA"]["wall_s"]
+        basht_s, syne_s = methods[mine], methods["Syne Tune ASHA"]
         ratio = syne_s / basht_s if basht_s else None
         summary[f"{key}_wall_time_ratio_synetune_over_basht"] = ratio
     return summary
@@ -507,9 +522,9 @@ def print_tables(summary: dict[str, Any], title: str) -> None:
             continue
         print(
             f"Basht's {name}: median regret no higher than Syne Tune's ASHA in {c['cases']} of "
-            f"{c['of']} task x workers cases; Syne Tune's simulator took "
-            f"{summary[f'{key}_wall_time_ratio_synetune_over_basht']:.1f}x its wall time for "
-            "the same jobs"
+            f"{c['of']} task x workers cases ({summary['asha_comparison_units']} units); Syne "
+            f"Tune's simulator took {summary[f'{key}_wall_time_ratio_synetune_over_basht']:.1f}x "
+            "its wall time for the same jobs"
         )
 
 
@@ -586,6 +601,14 @@ def main() -> None:
     if not ran:
         raise SystemExit(f"no unit of this grid in {runs_file} yet")
     rows = case_rows(ran, methods)
+    compared_rows = []
+    if set(ASHAS) <= set(methods):
+        compared = [
+            u
+            for u in read_runs(runs_file, list(ASHAS), args.synetune_step)
+            if (u["task"], u["workers"], u["seed"]) in wanted
+        ]
+        compared_rows = case_rows(compared, list(ASHAS))
     setting = {
         "tasks": len(chosen),
         "task_ids": chosen,
@@ -608,7 +631,7 @@ def main() -> None:
         key = f"{n} workers"
         summary[key] = {
             "units": f"{units_run} of {units_all} (task x seed) run, on {tasks_run} tasks",
-            **summarise(mine),
+            **summarise(mine, [r for r in compared_rows if r["workers"] == n]),
         }
         print_tables(summary[key], f"{n} workers: {summary[key]['units']}")
     write_results(args.out, "lcbench", {"setting": setting, "summary": summary, "rows": rows})

@@ -47,3 +47,32 @@ def test_a_line_cut_short_by_a_kill_is_skipped_and_syne_tune_at_another_step_is_
     assert lcbench.read_runs(runs, ["ASHA"], STEP)
     assert not lcbench.read_runs(runs, ["ASHA", "Syne Tune ASHA"], STEP)
     assert lcbench.read_runs(runs, ["ASHA", "Syne Tune ASHA"], STEP / 2)
+
+
+def test_basht_against_syne_tune_counts_every_unit_that_ran_the_three_ashas():
+    def result(regret: float, wall_s: float) -> dict:
+        return {
+            "regret": {str(f): regret for f in lcbench.FRACTIONS},
+            "trained_to_max": 1,
+            "wall_s": wall_s,
+        }
+
+    def unit(task: str, seed: int, methods: dict) -> dict:
+        return {"task": task, "workers": 4, "seed": seed, "budget_s": 1.0, "methods": methods}
+
+    ashas = {
+        "ASHA": result(0.1, 1),
+        "ASHA (stopping)": result(0.3, 1),
+        "Syne Tune ASHA": result(0.2, 10),
+    }
+    whole = [unit("a", 0, {**ashas, "random": result(0.5, 1)})]
+    compared = [*whole, unit("b", 0, ashas), unit("b", 1, ashas)]
+    summary = lcbench.summarise(
+        lcbench.case_rows(whole, [*lcbench.ASHAS, "random"]),
+        lcbench.case_rows(compared, list(lcbench.ASHAS)),
+    )
+    assert summary["asha_comparison_units"] == 3
+    assert summary["basht_asha_no_worse_than_synetune_asha"]["cases"] == 2
+    assert summary["basht_stopping_asha_no_worse_than_synetune_asha"]["cases"] == 0
+    assert summary["basht_asha_wall_time_ratio_synetune_over_basht"] == 10
+    assert summary["methods"]["random"]["median_rank"] == 4  # ranked on the whole units only
