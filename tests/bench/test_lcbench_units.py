@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
+
 from tests.cli import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -17,6 +19,7 @@ UNIT = ("3945", 4, 0)
 STEP = lcbench.SYNE_TUNE_STEP
 
 
+@pytest.mark.integration  # its units run in worker processes
 def test_a_unit_run_in_parts_runs_only_the_missing_methods_and_reads_back_whole(tmp_path):
     runs = tmp_path / "runs.jsonl"
     lcbench.run_units([UNIT], 0.5, ["random"], runs, 1, None, STEP)
