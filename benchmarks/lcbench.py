@@ -392,7 +392,12 @@ def read_runs(runs_file: Path, methods: list[str], step: float) -> list[dict]:
     """The units in `runs_file` that ran every one of `methods`, Syne Tune's at `step`. A unit may
     have been run in parts (`--methods`, then the rest): its lines merge, a later method's result
     replacing an earlier one."""
-    return [u for u in read_unit_parts(runs_file, step) if set(methods) <= set(u["methods"])]
+    return with_methods(read_unit_parts(runs_file, step), methods)
+
+
+def with_methods(units: list[dict], methods: list[str]) -> list[dict]:
+    """The units that ran every one of `methods`."""
+    return [u for u in units if set(methods) <= set(u["methods"])]
 
 
 def read_unit_parts(runs_file: Path, step: float) -> list[dict]:
@@ -599,23 +604,19 @@ def main() -> None:
             units, args.budget, methods, runs_file, args.jobs, args.stop_after_s, args.synetune_step
         )
     wanted = set(units)
-    ran = [
+    parts = [
         u
-        for u in read_runs(runs_file, methods, args.synetune_step)
+        for u in read_unit_parts(runs_file, args.synetune_step)
         if (u["task"], u["workers"], u["seed"]) in wanted
     ]
+    ran = with_methods(parts, methods)
     if not ran:
         raise SystemExit(f"no unit of this grid in {runs_file} yet")
     rows = case_rows(ran, methods)
     compared_rows = []
     ashas = [m for m in ASHAS if m in methods]  # Syne Tune's and Basht's run here
     if "Syne Tune ASHA" in ashas and len(ashas) > 1:
-        compared = [
-            u
-            for u in read_runs(runs_file, ashas, args.synetune_step)
-            if (u["task"], u["workers"], u["seed"]) in wanted
-        ]
-        compared_rows = case_rows(compared, ashas)
+        compared_rows = case_rows(with_methods(parts, ashas), ashas)
     setting = {
         "tasks": len(chosen),
         "task_ids": chosen,
